@@ -1,0 +1,44 @@
+// gguf/gguf_writer.h — write GGUF v3 files that ggml accepts: tensor offsets equal the running
+// sum of sizes padded to the alignment (ggml src/gguf.cpp is stricter than the spec here).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ds4/result.h"
+#include "gguf/gguf_value.h"
+
+namespace ds4::gguf {
+
+/// Collects metadata and tensors, then writes one file or a split set.
+class GgufWriter {
+ public:
+  /// Alignment of tensor data (power of two; default 32). Written as `general.alignment` (UINT32)
+  /// only when it differs from 32 — and then into every shard of a split set.
+  void set_alignment(uint32_t alignment);
+  Metadata& metadata() { return metadata_; }
+  /// Adds a tensor; `ne` in ggml order, `data` must hold exactly nbytes(type, ne) bytes (copied).
+  Result<void> add_tensor(const std::string& name, uint32_t type, const std::vector<int64_t>& ne,
+                          const void* data, uint64_t nbytes);
+  /// Writes a single file.
+  Result<void> write(const std::string& path) const;
+  /// Writes `PREFIX-0000k-of-0000n.gguf` shards with at most `max_tensors` tensors each, with
+  /// split.no (UINT16), split.count (UINT16), split.tensors.count (INT32); model metadata in
+  /// shard 0 only. Returns the shard paths.
+  Result<std::vector<std::string>> write_split(const std::string& prefix, size_t max_tensors) const;
+
+ private:
+  struct Pending {
+    std::string name;
+    uint32_t type;
+    std::vector<int64_t> ne;
+    std::vector<uint8_t> bytes;
+  };
+  uint32_t alignment_ = 32;
+  Metadata metadata_;
+  std::vector<Pending> tensors_;
+};
+
+}  // namespace ds4::gguf

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: setup + configure + build + ctest (every label that can run here), then the
+# ASan+UBSan build of the gguf and quant suites. Exits non-zero on any failure.
+# Env: DS4_JOBS (default: nproc), DS4_BUILD_DIR (default: build), DS4_SKIP_SANITIZE=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+JOBS=${DS4_JOBS:-$(nproc)}
+BUILD=${DS4_BUILD_DIR:-build}
+export DS4_FIXTURES=${DS4_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD" -j "$JOBS"
+# gpu tests exit 77 (reported as skipped) when no GPU is present.
+ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+
+if [ "${DS4_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "== ASan+UBSan: gguf and quant suites =="
+  cmake -S . -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDS4_SANITIZE=ON \
+    -DDS4_CUDA=OFF -DDS4_TESTS_ONLY_CORE=ON -DDS4_BUILD_BENCH=OFF
+  cmake --build "$BUILD-asan" -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$BUILD-asan" --output-on-failure -j "$JOBS" -L unit
+fi
