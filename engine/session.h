@@ -1,0 +1,64 @@
+// engine/session.h — the Session API: the only engine interface frontends (engine/cli,
+// engine/server, bench) use. A Model is loaded once; a Session holds one sequence's state
+// (window ring, compressed KV, indexer keys, compressor running buffers) and its position.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ds4/result.h"
+
+namespace ds4 {
+
+class Tokenizer;        // engine/tokenizer.h
+struct ModelConfig;     // engine/model_config.h
+struct ModelWeights;    // engine internals
+
+/// How activations enter the matrix products: F32 = exactly decoded weights, FP32 math
+/// ("W4A16-style"); Q8 = activations quantized to Q8_1 for the integer dot products ("W4A8").
+enum class Activations { F32, Q8 };
+
+/// Options for loading a model.
+struct ModelOptions {
+  Activations activations = Activations::F32;
+  int threads = 0;  // 0 = all hardware threads
+  int tp = 1;       // tensor-parallel ranks (1, 2, 4, 8)
+};
+
+/// A loaded DSV4 model (config validated against the tensors, weights bound, tokenizer built).
+class Model {
+ public:
+  /// Loads a GGUF (or split set). Errors list every wrong key/missing/unexpected tensor at once.
+  static Result<std::shared_ptr<Model>> load(const std::string& path, const ModelOptions& opts);
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  /// Tokenizer from tokenizer.ggml.* metadata (nullptr if the file has none).
+  virtual const Tokenizer* tokenizer() const = 0;
+  virtual const ModelOptions& options() const = 0;
+  /// Bytes of weights held in memory by this process (for the run summary).
+  virtual uint64_t weight_bytes() const = 0;
+};
+
+/// One sequence. Not thread-safe; one Session per concurrent sequence.
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<Model> model);
+  virtual ~Session() = default;
+
+  /// Feeds `tokens` at positions position()..position()+n-1 (prefill, or a chunk of a prefill, or
+  /// n = 1 for decode). Writes logits [n, vocab] (row-major, FP32) into `logits_all` when it is
+  /// non-null, else only the last row into `logits_last` (either may be null).
+  virtual Result<void> eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
+                            std::vector<float>* logits_last) = 0;
+  /// Number of tokens already fed.
+  virtual int64_t position() const = 0;
+  /// Clears the sequence state (position 0).
+  virtual void reset() = 0;
+  /// Bytes of per-sequence state (KV, compressed caches, compressor buffers).
+  virtual uint64_t state_bytes() const = 0;
+};
+
+}  // namespace ds4
