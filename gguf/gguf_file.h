@@ -44,6 +44,8 @@ struct Shard {
   uint32_t version = 0;
   uint32_t alignment = 32;
   uint64_t data_offset = 0;  // absolute start of the data section
+  uint64_t n_tensors = 0;    // tensors stored in this shard
+  Metadata metadata;         // this shard's own key/value pairs (shard 0's are the model's)
 };
 
 /// Open options.
@@ -83,6 +85,19 @@ class GgufModel {
   std::vector<std::unique_ptr<Mapping>> maps_;
   friend class GgufModelBuilder;
 };
+
+/// Split-set file name parts: `PREFIX-0000k-of-0000n.gguf` (k is 1-based, as in llama.cpp
+/// llama_split_path and gguf-py SHARD_NAME_FORMAT).
+struct SplitName {
+  std::string prefix;  // path without the "-0000k-of-0000n.gguf" suffix
+  int no = 0;          // 1-based shard number k
+  int count = 0;       // n
+};
+
+/// Parses a split-set path; returns false when `path` does not end in -DDDDD-of-DDDDD.gguf.
+bool parse_split_path(const std::string& path, SplitName* out);
+/// Formats shard `no` (1-based) of `count`: "PREFIX-00002-of-00005.gguf".
+std::string split_path(const std::string& prefix, int no, int count);
 
 /// nbytes(type, ne) with overflow checks: Error if the type id is unknown (naming fork uses),
 /// ne[0] is not a multiple of the block size, a dimension is negative, or the count overflows.

@@ -44,6 +44,12 @@ struct Value {
   /// Number of elements of an ARRAY (0 for scalars).
   size_t array_size() const;
 
+  /// Scalar of any integer type `t` (UINT8..INT64); `v` is stored in `u` or `i` by signedness
+  /// (the caller keeps it in range of `t`).
+  static Value make_uint(ValueType t, uint64_t v);
+  static Value make_int(ValueType t, int64_t v);
+  /// FLOAT32 (rounded to float) or FLOAT64.
+  static Value make_float(ValueType t, double v);
   static Value make_u32(uint32_t v);
   static Value make_i32(int32_t v);
   static Value make_u64(uint64_t v);
@@ -55,7 +61,25 @@ struct Value {
   static Value make_array_i32(const std::vector<int32_t>& v);
   static Value make_array_u32(const std::vector<uint32_t>& v);
   static Value make_array_f32(const std::vector<float>& v);
+  /// Arrays of any scalar element type: unsigned ints, signed ints, floats, bools.
+  static Value make_array_uint(ValueType elem, std::vector<uint64_t> v);
+  static Value make_array_int(ValueType elem, std::vector<int64_t> v);
+  static Value make_array_float(ValueType elem, std::vector<double> v);
+  static Value make_array_bool(const std::vector<bool>& v);
+
+  /// Field-wise equality (type, element type and the fields that type uses).
+  bool operator==(const Value& o) const;
 };
+
+/// True for UINT8, UINT16, UINT32, UINT64.
+bool is_unsigned_type(ValueType t);
+/// True for INT8, INT16, INT32, INT64.
+bool is_signed_type(ValueType t);
+/// Bytes of one scalar in the file (UINT8 1 ... FLOAT64 8); 0 for STRING and ARRAY.
+size_t value_type_size(ValueType t);
+/// One-line rendering of a value for messages and `inspect` ("[3 x STRING] {'a', 'b', ...}").
+/// Arrays longer than `max_elems` are summarised.
+std::string value_to_string(const Value& v, size_t max_elems = 8);
 
 /// Metadata key/value pairs in file order, with typed accessors. Every accessor fails with an
 /// Error naming the key, the expected type and the type found (or "missing").

@@ -22,6 +22,9 @@ class GgufWriter {
   /// Adds a tensor; `ne` in ggml order, `data` must hold exactly nbytes(type, ne) bytes (copied).
   Result<void> add_tensor(const std::string& name, uint32_t type, const std::vector<int64_t>& ne,
                           const void* data, uint64_t nbytes);
+  /// Adds an all-zero tensor without holding its bytes: the writer leaves a hole in the file
+  /// (ftruncate), so a sparse file with tensors above 4 GiB costs no disk or memory.
+  Result<void> add_tensor_zero(const std::string& name, uint32_t type, const std::vector<int64_t>& ne);
   /// Writes a single file.
   Result<void> write(const std::string& path) const;
   /// Writes `PREFIX-0000k-of-0000n.gguf` shards with at most `max_tensors` tensors each, with
@@ -34,8 +37,13 @@ class GgufWriter {
     std::string name;
     uint32_t type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;  // empty for a zero tensor
+    uint64_t nbytes = 0;
+    bool zero = false;
   };
+  Result<void> add_pending(Pending p, const void* data, uint64_t nbytes);
+  Result<void> write_one(const std::string& path, const Metadata& kv,
+                         const std::vector<const Pending*>& tensors) const;
   uint32_t alignment_ = 32;
   Metadata metadata_;
   std::vector<Pending> tensors_;
