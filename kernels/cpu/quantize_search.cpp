@@ -1,0 +1,321 @@
+// kernels/cpu/quantize_search.cpp — see quantize_search.h.
+#include "kernels/cpu/quantize_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/quant/blocks.h"
+#include "kernels/quant/decode.h"
+#include "kernels/quant/grids.h"
+
+namespace ds4::cpu {
+
+using namespace ds4::quant;
+
+namespace {
+
+template <class Block>
+void store(void* dst, int64_t i, const Block& b) {
+  std::memcpy(static_cast<uint8_t*>(dst) + i * int64_t(sizeof(Block)), &b, sizeof(Block));
+}
+
+float abs_max(const float* x, int n) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
+
+/// fp16-stored scale for `v` and its decoded float (clamped to the finite fp16 range).
+uint16_t scale_fp16(float v, float* decoded) {
+  uint16_t h = f32_to_fp16(v);
+  if ((h & 0x7FFF) == 0x7C00) h = uint16_t((h & 0x8000) | 0x7BFF);
+  *decoded = fp16_to_f32(h);
+  return h;
+}
+
+// ---------------------------------------------------------------- Q2_K
+void quantize_q2_k_block(const float* x, BlockQ2_K& b) {
+  float scale_k[16], min_k[16];
+  for (int k = 0; k < 16; ++k) {
+    float mn = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      mn = std::min(mn, x[16 * k + i]);
+      mx = std::max(mx, x[16 * k + i]);
+    }
+    scale_k[k] = (mx - mn) / 3.0f;
+    min_k[k] = -mn;
+  }
+  float df, dmf;
+  b.d = scale_fp16(*std::max_element(scale_k, scale_k + 16) / 15.0f, &df);
+  b.dmin = scale_fp16(*std::max_element(min_k, min_k + 16) / 15.0f, &dmf);
+  std::memset(b.qs, 0, sizeof b.qs);
+  for (int k = 0; k < 16; ++k) {
+    const int m0 = dmf > 0.0f ? std::clamp(int(std::lround(min_k[k] / dmf)), 0, 15) : 0;
+    float best_err = std::numeric_limits<float>::infinity();
+    int best_sc = 0, best_m = 0;
+    uint8_t best_q[16] = {};
+    for (int m = std::max(0, m0 - 1); m <= std::min(15, m0 + 1); ++m) {
+      const float ml = dmf * float(m);
+      for (int sc = 0; sc < 16; ++sc) {
+        const float dl = df * float(sc);
+        float err = 0.0f;
+        uint8_t q[16];
+        for (int i = 0; i < 16; ++i) {
+          const float v = x[16 * k + i];
+          int qi = dl > 0.0f ? std::clamp(int(std::lround((v + ml) / dl)), 0, 3) : 0;
+          q[i] = uint8_t(qi);
+          const float r = v - (dl * float(qi) - ml);
+          err += r * r;
+        }
+        if (err < best_err) {
+          best_err = err;
+          best_sc = sc;
+          best_m = m;
+          std::memcpy(best_q, q, 16);
+        }
+      }
+    }
+    b.scales[k] = uint8_t(best_sc | (best_m << 4));
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * k + i, h = e / 128, j = (e % 128) / 32, l = e % 32;
+      b.qs[32 * h + l] = uint8_t(b.qs[32 * h + l] | (best_q[i] << (2 * j)));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- IQ2 (XXS, XS)
+/// Best entry of an IQ2 grid for 8 values at scale db: returns squared error, writes the grid
+/// index and the 7-bit ksigns index (signs of x, cheapest flip when the count is odd).
+float iq2_best_entry(const float* x, float db, uint64_t (*grid_at)(int), int n_grid, int* idx,
+                     int* sign7) {
+  float ax[8];
+  int neg = 0, nneg = 0;
+  for (int j = 0; j < 8; ++j) {
+    ax[j] = std::fabs(x[j]);
+    if (x[j] < 0.0f) {
+      neg |= 1 << j;
+      ++nneg;
+    }
+  }
+  const bool odd = (nneg & 1) != 0;
+  float best = std::numeric_limits<float>::infinity();
+  int best_i = 0, best_flip = -1;
+  for (int gi = 0; gi < n_grid; ++gi) {
+    const uint64_t g = grid_at(gi);
+    float err = 0.0f;
+    float min_extra = std::numeric_limits<float>::infinity();
+    int flip = -1;
+    for (int j = 0; j < 8; ++j) {
+      const float gv = db * float(grid_u8(g, j));
+      const float r = ax[j] - gv;
+      err += r * r;
+      if (odd) {
+        const float extra = 4.0f * ax[j] * gv;
+        if (extra < min_extra) {
+          min_extra = extra;
+          flip = j;
+        }
+      }
+    }
+    if (odd) err += min_extra;
+    if (err < best) {
+      best = err;
+      best_i = gi;
+      best_flip = flip;
+    }
+  }
+  int pattern = neg;
+  if (odd) pattern ^= 1 << best_flip;  // now an even number of sign bits
+  *idx = best_i;
+  *sign7 = pattern & 127;  // ksigns_iq2xs restores bit 7 from the parity
+  return best;
+}
+
+uint64_t grid_xxs(int i) { return iq2xxs_grid(i); }
+uint64_t grid_xs(int i) { return iq2xs_grid(i); }
+
+/// Best 4-bit scale for `len` (16 or 32) values encoded as len/8 entries.
+int iq2_search(const float* x, int len, float df, uint64_t (*grid_at)(int), int n_grid, int* idx,
+               int* sign7) {
+  float best = std::numeric_limits<float>::infinity();
+  int best_s = 0;
+  for (int s = 0; s < 16; ++s) {
+    const float db = iq2_scale(df, s);
+    float err = 0.0f;
+    int ti[4], ts[4];
+    for (int l = 0; l < len / 8; ++l) err += iq2_best_entry(x + 8 * l, db, grid_at, n_grid, &ti[l], &ts[l]);
+    if (err < best) {
+      best = err;
+      best_s = s;
+      std::copy(ti, ti + len / 8, idx);
+      std::copy(ts, ts + len / 8, sign7);
+    }
+  }
+  return best_s;
+}
+
+void quantize_iq2_xxs_block(const float* x, BlockIQ2_XXS& b) {
+  float df;
+  b.d = scale_fp16(abs_max(x, 256) / (43.0f * 31.0f / 8.0f), &df);
+  for (int g = 0; g < 8; ++g) {
+    int idx[4] = {}, sign7[4] = {};
+    const int s = df > 0.0f ? iq2_search(x + 32 * g, 32, df, grid_xxs, 256, idx, sign7) : 0;
+    uint32_t a0 = 0, a1 = uint32_t(s) << 28;
+    for (int l = 0; l < 4; ++l) {
+      a0 |= uint32_t(idx[l]) << (8 * l);
+      a1 |= uint32_t(sign7[l]) << (7 * l);
+    }
+    b.qs[4 * g] = uint16_t(a0 & 0xFFFF);
+    b.qs[4 * g + 1] = uint16_t(a0 >> 16);
+    b.qs[4 * g + 2] = uint16_t(a1 & 0xFFFF);
+    b.qs[4 * g + 3] = uint16_t(a1 >> 16);
+  }
+}
+
+void quantize_iq2_xs_block(const float* x, BlockIQ2_XS& b) {
+  float df;
+  b.d = scale_fp16(abs_max(x, 256) / (43.0f * 31.0f / 8.0f), &df);
+  for (int g = 0; g < 8; ++g) {
+    int s[2] = {0, 0};
+    for (int h = 0; h < 2; ++h) {
+      int idx[2] = {}, sign7[2] = {};
+      if (df > 0.0f) s[h] = iq2_search(x + 32 * g + 16 * h, 16, df, grid_xs, 512, idx, sign7);
+      for (int l = 0; l < 2; ++l) b.qs[4 * g + 2 * h + l] = uint16_t(idx[l] | (sign7[l] << 9));
+    }
+    b.scales[g] = uint8_t(s[0] | (s[1] << 4));
+  }
+}
+
+// ---------------------------------------------------------------- IQ1 (S, M)
+/// Best iq1s_grid entry for 8 values at dl*(grid + delta); returns the squared error.
+float iq1_best_entry(const float* x, float dl, float delta, int* idx) {
+  float e[8][3];
+  for (int j = 0; j < 8; ++j)
+    for (int v = -1; v <= 1; ++v) {
+      const float r = x[j] - dl * (float(v) + delta);
+      e[j][v + 1] = r * r;
+    }
+  float best = std::numeric_limits<float>::infinity();
+  int best_i = 0;
+  for (int gi = 0; gi < 2048; ++gi) {
+    const uint64_t g = iq1s_grid(gi);
+    float err = 0.0f;
+    for (int j = 0; j < 8; ++j) err += e[j][grid_i8(g, j) + 1];
+    if (err < best) {
+      best = err;
+      best_i = gi;
+    }
+  }
+  *idx = best_i;
+  return best;
+}
+
+void quantize_iq1_s_block(const float* x, BlockIQ1_S& b) {
+  float df;
+  b.d = scale_fp16(abs_max(x, 256) / (15.0f * 1.125f), &df);
+  for (int g = 0; g < 8; ++g) {
+    float best = std::numeric_limits<float>::infinity();
+    int best_idx[4] = {}, best_s = 0;
+    bool best_neg = false;
+    for (int neg = 0; neg < 2 && df > 0.0f; ++neg) {
+      for (int s = 0; s < 8; ++s) {
+        const float dl = df * float(2 * s + 1);
+        float err = 0.0f;
+        int idx[4];
+        for (int l = 0; l < 4; ++l) err += iq1_best_entry(x + 32 * g + 8 * l, dl, neg ? -kIQ1Delta : kIQ1Delta, &idx[l]);
+        if (err < best) {
+          best = err;
+          best_s = s;
+          best_neg = neg != 0;
+          std::copy(idx, idx + 4, best_idx);
+        }
+      }
+    }
+    uint16_t qh = uint16_t((best_s << 12) | (best_neg ? 0x8000 : 0));
+    for (int l = 0; l < 4; ++l) {
+      b.qs[4 * g + l] = uint8_t(best_idx[l] & 0xFF);
+      qh = uint16_t(qh | (((best_idx[l] >> 8) & 7) << (3 * l)));
+    }
+    b.qh[g] = qh;
+  }
+}
+
+void quantize_iq1_m_block(const float* x, BlockIQ1_M& b) {
+  float df;
+  const uint16_t dh = scale_fp16(abs_max(x, 256) / (15.0f * 1.125f), &df);
+  uint16_t sc[4] = {0, 0, 0, 0};
+  for (int g = 0; g < 8; ++g) {
+    int scale[2] = {0, 0};
+    uint8_t nib[4] = {0, 0, 0, 0};
+    for (int h = 0; h < 2; ++h) {
+      float best = std::numeric_limits<float>::infinity();
+      for (int s = 0; s < 8 && df > 0.0f; ++s) {
+        const float dl = df * float(2 * s + 1);
+        float err = 0.0f;
+        uint8_t cand_nib[2];
+        int cand_idx[2];
+        for (int l = 0; l < 2; ++l) {
+          const float* xs = x + 32 * g + 16 * h + 8 * l;
+          int ip, in;
+          const float ep = iq1_best_entry(xs, dl, kIQ1Delta, &ip);
+          const float en = iq1_best_entry(xs, dl, -kIQ1Delta, &in);
+          const bool use_neg = en < ep;
+          cand_idx[l] = use_neg ? in : ip;
+          cand_nib[l] = uint8_t(((cand_idx[l] >> 8) & 7) | (use_neg ? 8 : 0));
+          err += use_neg ? en : ep;
+        }
+        if (err < best) {
+          best = err;
+          scale[h] = s;
+          for (int l = 0; l < 2; ++l) {
+            b.qs[4 * g + 2 * h + l] = uint8_t(cand_idx[l] & 0xFF);
+            nib[2 * h + l] = cand_nib[l];
+          }
+        }
+      }
+      if (!(df > 0.0f))
+        for (int l = 0; l < 2; ++l) b.qs[4 * g + 2 * h + l] = 0;
+    }
+    b.qh[2 * g] = uint8_t(nib[0] | (nib[1] << 4));
+    b.qh[2 * g + 1] = uint8_t(nib[2] | (nib[3] << 4));
+    sc[g / 2] = uint16_t(sc[g / 2] | ((scale[0] | (scale[1] << 3)) << (6 * (g % 2))));
+  }
+  // Spread the fp16 super-scale over the top nibbles (inverse of iq1m_scale_bits).
+  for (int k = 0; k < 4; ++k) {
+    sc[k] = uint16_t(sc[k] | (((dh >> (4 * k)) & 0xF) << 12));
+    b.scales[2 * k] = uint8_t(sc[k] & 0xFF);
+    b.scales[2 * k + 1] = uint8_t(sc[k] >> 8);
+  }
+}
+
+template <class Block, void (*Quant)(const float*, Block&)>
+void quantize_rows(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    Block b;
+    std::memset(&b, 0, sizeof b);
+    Quant(src + 256 * i, b);
+    store(dst, i, b);
+  }
+}
+
+}  // namespace
+
+void quantize_row_q2_k_search(const float* src, void* dst, int64_t n) {
+  quantize_rows<BlockQ2_K, quantize_q2_k_block>(src, dst, n);
+}
+void quantize_row_iq2_xxs_search(const float* src, void* dst, int64_t n) {
+  quantize_rows<BlockIQ2_XXS, quantize_iq2_xxs_block>(src, dst, n);
+}
+void quantize_row_iq2_xs_search(const float* src, void* dst, int64_t n) {
+  quantize_rows<BlockIQ2_XS, quantize_iq2_xs_block>(src, dst, n);
+}
+void quantize_row_iq1_s_search(const float* src, void* dst, int64_t n) {
+  quantize_rows<BlockIQ1_S, quantize_iq1_s_block>(src, dst, n);
+}
+void quantize_row_iq1_m_search(const float* src, void* dst, int64_t n) {
+  quantize_rows<BlockIQ1_M, quantize_iq1_m_block>(src, dst, n);
+}
+
+}  // namespace ds4::cpu
