@@ -513,7 +513,7 @@ Result<GgufModel> GgufModelBuilder::open(const std::string& path, const OpenOpti
     for (auto& t : f.tensors) {
       if (auto it = m.index_.find(t.name); it != m.index_.end())
         return Error{f.shard.path + ": tensor '" + t.name + "' also appears in shard " +
-                     files[m.tensors_[it->second].shard].shard.path +
+                     m.shards_[m.tensors_[it->second].shard].path +
                      "; tensor names must be unique across a split set"};
       if (!opts.map_data) t.data = nullptr;
       m.index_.emplace(t.name, m.tensors_.size());

@@ -37,8 +37,9 @@ def dump(paths, offsets):
                 continue
             t = f.types[0]
             if t == GGUFValueType.ARRAY:
-                et = GGUFValueType(int(f.parts[0][0]))
-                n = int(f.parts[1][0])
+                # parts: key length, key bytes, value type, element type, count, elements...
+                et = GGUFValueType(int(f.parts[3][0]))
+                n = int(f.parts[4][0])
                 vals = []
                 for idx in f.data:
                     part = f.parts[idx]
