@@ -3,7 +3,7 @@
 // Source: ggml-org/ggml include/ggml.h (enum ggml_type) and src/ggml.c (type_traits: blck_size,
 // type_size), checked against ../shared/reference/quant-formats.md §1.5. This is the one table of
 // ids and geometry; gguf/ uses it for size validation and kernels/ for dispatch. Decode, quantize
-// and dot functions live in the type-traits table of kernels/cpu (quant_traits.h).
+// and dot functions live in the type-traits table kernels/quant/type_traits.h.
 #pragma once
 
 #include <cstdint>
