@@ -1,0 +1,68 @@
+// engine/forward.h — the DeepSeek-V4 forward pass over a chunk of tokens (prefill, a chunk of a
+// prefill, or one decode token), on any dev::Device. Semantics: REF inference/model.py
+// Transformer.forward, generalized to start positions > 0 with several tokens (chunked prefill).
+//
+// Data layout: token-major FP32 arrays; the residual state X is [n, hc, dim].
+// Per layer: X = hc_post(attn(attn_norm(hc_pre_attn(X)))); X = hc_post(moe(ffn_norm(hc_pre_ffn(X)))).
+//
+// Which products take Q8_1 activations in Activations::Q8 (ActFormat::Q8_1): every weight matmul
+// whose weight type has a Q8_1 dot (dev::uses_q8_1; quantized types such as MXFP4, Q8_0, Q2_K,
+// IQ2_XXS) — routed experts, shared expert, attention projections, compressor, indexer, head —
+// EXCEPT the router gate (`ffn_gate_inp`), which REF computes in FP32 and whose top-k is
+// discontinuous. F32/F16/BF16 weights always take FP32 activations. Attention scores, the indexer
+// scores, mHC and norms are FP32 in both modes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+#include "engine/sequence_state.h"
+#include "kernels/device.h"
+
+namespace ds4 {
+
+/// Optional per-token records of routing and indexer decisions (for golden tests), indexed by
+/// absolute position.
+struct ForwardTrace {
+  /// router[layer][pos] = selected expert ids in selection order (hash: tid2eid order).
+  std::vector<std::vector<std::vector<int32_t>>> router;
+  /// indexer[layer][pos] = selected compressed block ids (descending score; ratio-4 layers only).
+  std::vector<std::vector<std::vector<int32_t>>> indexer;
+};
+
+/// Runs chunks of tokens through the model, updating a SequenceState.
+class Forward {
+ public:
+  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act)
+      : c_(c), w_(w), dev_(device), act_(act) {}
+
+  /// Feeds `tokens` at positions st.pos .. st.pos+n-1. Writes logits [n, vocab] into `logits`
+  /// for all rows when `all_rows`, else only the last row ([vocab]). `trace` may be null.
+  Result<void> eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows,
+                    std::vector<float>* logits, ForwardTrace* trace) const;
+
+ private:
+  /// Attention sublayer of layer l: x [n, dim] normalized input -> out [n, dim].
+  void attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
+                 ForwardTrace* trace) const;
+  /// MoE sublayer of layer l: x [n, dim] -> out [n, dim].
+  Result<void> moe(int l, const float* x, std::span<const int32_t> tokens, int64_t pos0,
+                   float* out, ForwardTrace* trace) const;
+  /// Indexer of layer l: top-k compressed block ids per token (-1 padded to idx_topk).
+  void indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0, LayerState& ls,
+               std::vector<std::vector<int32_t>>* sel) const;
+  /// Runs a compressor over the chunk and appends emitted blocks (normed, rotated) to `cache`.
+  void compress(int l, const float* x, int64_t n, int64_t pos0, const dev::WeightMatrix& wkv,
+                const dev::WeightMatrix& wgate, const float* ape, const float* norm,
+                CompressorState& cs, std::vector<float>& cache) const;
+
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  dev::Device& dev_;
+  dev::ActFormat act_;
+};
+
+}  // namespace ds4

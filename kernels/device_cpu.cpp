@@ -1,0 +1,229 @@
+// kernels/device_cpu.cpp — the CPU implementation of kernels/device.h: a fixed pool of worker
+// threads, matrix products over ggml-typed weights (exact row decode + FP32 dot, or Q8_1
+// activations + vec_dot_q8_1 from kernels/cpu/quant_ref.h), RMSNorm.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ds4/result.h"
+#include "kernels/cpu/quant_ref.h"
+#include "kernels/device.h"
+
+namespace ds4::dev {
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
+  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+
+bool uses_q8_1(GgmlType type) {
+  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return false;
+  return cpu::can_dot_q8_1(type);
+}
+
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  explicit CpuBuffer(uint64_t n) : bytes_(n), mem_(n, 0) {}
+  void* data() override { return mem_.data(); }
+  uint64_t bytes() const override { return bytes_; }
+
+ private:
+  uint64_t bytes_;
+  std::vector<uint8_t> mem_;
+};
+
+/// Fixed worker pool; parallel_for hands out indices through an atomic counter.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n) {
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { loop(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(int64_t n, const std::function<void(int64_t)>& fn) {
+    if (n <= 0) return;
+    if (workers_.empty() || n == 1) {
+      for (int64_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    std::unique_lock<std::mutex> call_lk(call_mu_);  // one job at a time
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fn_ = &fn;
+      n_ = n;
+      next_.store(0);
+      active_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [this] { return active_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      int64_t i = next_.fetch_add(1);
+      if (i >= n_) break;
+      (*fn_)(i);
+    }
+  }
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--active_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_, call_mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  std::atomic<int64_t> next_{0};
+  int active_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+constexpr int64_t kRowsPerTask = 16;
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(int threads) : pool_(threads) {
+    name_ = "cpu (" + std::to_string(pool_.size()) + " threads)";
+  }
+  const char* name() const override { return name_.c_str(); }
+  int threads() const override { return pool_.size(); }
+  std::unique_ptr<Buffer> alloc(uint64_t bytes) override {
+    return std::make_unique<CpuBuffer>(bytes);
+  }
+
+  void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y,
+              ActFormat act) override {
+    const WeightMatrix* ws[1] = {&w};
+    float* ys[1] = {y};
+    run_matmuls(ws, ys, 1, x, n, act);
+  }
+  void matmul2(const WeightMatrix& w0, float* y0, const WeightMatrix& w1, float* y1,
+               const float* x, int64_t n, ActFormat act) override {
+    DS4_CHECK(w0.in == w1.in);
+    const WeightMatrix* ws[2] = {&w0, &w1};
+    float* ys[2] = {y0, y1};
+    run_matmuls(ws, ys, 2, x, n, act);
+  }
+
+  void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override {
+    for (int64_t t = 0; t < n; ++t) {
+      const float* xr = x + t * dim;
+      float* yr = y + t * dim;
+      float ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
+      const float r = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i) yr[i] = weight ? weight[i] * (xr[i] * r) : xr[i] * r;
+    }
+  }
+
+  void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) override {
+    pool_.run(n, fn);
+  }
+
+ private:
+  void run_matmuls(const WeightMatrix* const* ws, float* const* ys, int nw, const float* x,
+                   int64_t n, ActFormat act) {
+    const int64_t in = ws[0]->in;
+    for (int k = 0; k < nw; ++k) {
+      DS4_CHECK(ws[k]->data != nullptr && ws[k]->in == in);
+      DS4_CHECK(ws[k]->type == GgmlType::F32 || cpu::can_dequantize(ws[k]->type));
+    }
+    // Q8_1 activations, one row per token, quantized once for all matrices.
+    bool q8[2] = {false, false};
+    bool any_q8 = false;
+    for (int k = 0; k < nw; ++k) {
+      q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
+      any_q8 = any_q8 || q8[k];
+    }
+    const int64_t q8_row_bytes = in / 32 * 36;
+    if (any_q8) {
+      DS4_CHECK(in % 32 == 0);
+      xq_.resize(static_cast<size_t>(n * q8_row_bytes));
+      for (int64_t t = 0; t < n; ++t) cpu::quantize_row_q8_1(x + t * in, xq_.data() + t * q8_row_bytes, in);
+    }
+    int64_t tasks_per_w[2] = {0, 0};
+    int64_t total = 0;
+    for (int k = 0; k < nw; ++k) {
+      tasks_per_w[k] = (ws[k]->out + kRowsPerTask - 1) / kRowsPerTask;
+      total += tasks_per_w[k];
+    }
+    pool_.run(total, [&](int64_t task) {
+      int k = 0;
+      while (task >= tasks_per_w[k]) task -= tasks_per_w[k++];
+      const WeightMatrix& w = *ws[k];
+      float* y = ys[k];
+      const int64_t r0 = task * kRowsPerTask, r1 = std::min(w.out, r0 + kRowsPerTask);
+      thread_local std::vector<float> row;
+      for (int64_t r = r0; r < r1; ++r) {
+        if (q8[k]) {
+          for (int64_t t = 0; t < n; ++t)
+            y[t * w.out + r] = cpu::vec_dot_q8_1(w.type, w.row(r), xq_.data() + t * q8_row_bytes, in);
+          continue;
+        }
+        const float* wr;
+        if (w.type == GgmlType::F32) {
+          wr = reinterpret_cast<const float*>(w.row(r));
+        } else {
+          row.resize(static_cast<size_t>(in));
+          cpu::dequantize_row(w.type, w.row(r), row.data(), in);
+          wr = row.data();
+        }
+        for (int64_t t = 0; t < n; ++t) y[t * w.out + r] = dot_f32(wr, x + t * in, in);
+      }
+    });
+  }
+
+  ThreadPool pool_;
+  std::string name_;
+  std::vector<uint8_t> xq_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_unique<CpuDevice>(threads);
+}
+
+}  // namespace ds4::dev
