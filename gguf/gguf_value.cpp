@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
 #include <limits>
 
 namespace ds4::gguf {
@@ -163,7 +164,10 @@ std::string fmt_double(double d) {
 }
 std::string quote(const std::string& s, size_t max_chars = 60) {
   std::string r = "'";
-  for (size_t k = 0; k < s.size() && k < max_chars; ++k) {
+  size_t end = std::min(s.size(), max_chars);
+  // Do not cut a UTF-8 sequence: back off over continuation bytes.
+  while (end < s.size() && end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  for (size_t k = 0; k < end; ++k) {
     unsigned char c = static_cast<unsigned char>(s[k]);
     if (c < 0x20 || c == 0x7f) {
       char buf[8];
@@ -173,7 +177,7 @@ std::string quote(const std::string& s, size_t max_chars = 60) {
       r += static_cast<char>(c);
     }
   }
-  if (s.size() > max_chars) r += "...";
+  if (end < s.size()) r += "...";
   return r + "'";
 }
 }  // namespace
@@ -189,7 +193,11 @@ std::string value_to_string(const Value& v, size_t max_elems) {
     default: return "?";
   }
   const size_t n = v.array_size();
-  std::string r = "[" + std::to_string(n) + " x " + value_type_name(v.array_type) + "] {";
+  std::string r(1, '[');
+  r += std::to_string(n);
+  r += " x ";
+  r += value_type_name(v.array_type);
+  r += "] {";
   for (size_t k = 0; k < n && k < max_elems; ++k) {
     if (k) r += ", ";
     if (is_unsigned_type(v.array_type)) r += std::to_string(v.arr_u[k]);
