@@ -39,7 +39,9 @@ uint16_t scale_fp16(float v, float* decoded) {
 void quantize_q2_k_block(const float* x, BlockQ2_K& b) {
   float scale_k[16], min_k[16];
   for (int k = 0; k < 16; ++k) {
-    float mn = 0.0f, mx = 0.0f;
+    // Q2_K can only represent [-dmin*m, 3*d*sc - dmin*m] with m >= 0, so the range must include
+    // 0 from below (mn <= 0) but not from above.
+    float mn = 0.0f, mx = -std::numeric_limits<float>::infinity();
     for (int i = 0; i < 16; ++i) {
       mn = std::min(mn, x[16 * k + i]);
       mx = std::max(mx, x[16 * k + i]);

@@ -62,7 +62,7 @@ inline int run_oracle(const std::string& args) {
   return std::system(cmd.c_str());
 }
 
-/// Random fp16 bits of a "sane" scale: positive normal in [2^lo, 2^hi).
+/// Random fp16 bits of a "sane" scale: positive normal in [2^lo, 2^hi), -14 <= lo < hi <= 16.
 inline uint16_t random_scale_fp16(std::mt19937_64& rng, int lo = -12, int hi = -2) {
   std::uniform_int_distribution<int> e(lo + 15, hi + 15 - 1), m(0, 1023);
   return uint16_t((e(rng) << 10) | m(rng));
