@@ -224,13 +224,19 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
     errs.push_back("key 'deepseek4.rope.dimension_count': expected an even value <= key_length and indexer key_length, found " + std::to_string(c.rope_dim));
 
   // Tensors (only when the keys were usable: shapes derive from them).
-  const bool arrays_ok = static_cast<int64_t>(c.compress_ratios.size()) >= c.n_layer &&
-                         static_cast<int64_t>(c.swiglu_limit.size()) >= c.n_layer;
-  if (errs.empty() || (arrays_ok && c.n_layer > 0 && c.dim > 0 && c.hc > 0)) {
+  // Skipped when a dimension key is unusable (already reported); layers whose compress ratio is
+  // unknown (array too short) get only their ratio-independent tensors checked.
+  const bool dims_ok = c.n_layer > 0 && c.dim > 0 && c.vocab > 0 && c.n_head > 0 && c.head_dim > 0 &&
+                       c.q_lora_rank > 0 && c.o_lora_rank > 0 && c.o_groups > 0 && c.hc > 0 &&
+                       c.n_expert > 0 && c.n_expert_used > 0 && c.expert_ff > 0 && c.idx_heads > 0 &&
+                       c.idx_head_dim > 0 && c.n_expert_shared > 0;
+  if (dims_ok) {
+    ModelConfig cc = c;
+    while (static_cast<int64_t>(cc.compress_ratios.size()) < cc.n_layer) cc.compress_ratios.push_back(-1);
     std::unordered_map<std::string, const gguf::TensorInfo*> by_name;
     for (const auto& t : tensors) by_name[t.name] = &t;
     std::unordered_set<std::string> expected_names;
-    for (const auto& e : expected_tensors(c)) {
+    for (const auto& e : expected_tensors(cc)) {
       expected_names.insert(e.name);
       auto it = by_name.find(e.name);
       if (it == by_name.end()) {
@@ -260,10 +266,14 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
     // MTP block tensors (blk.{n_layer}.. blk.{n_layer+n_mtp-1}.*) are allowed and not used.
     for (const auto& t : tensors) {
       if (expected_names.count(t.name)) continue;
-      bool mtp = false;
+      bool mtp = false, unknown_ratio = false;
       for (int m = 0; m < c.n_mtp; ++m)
         if (t.name.rfind("blk." + std::to_string(c.n_layer + m) + ".", 0) == 0) mtp = true;
-      if (!mtp) errs.push_back("tensor '" + t.name + "': unexpected (not part of a deepseek4 model with this config)");
+      for (int l = 0; l < c.n_layer; ++l)
+        if (cc.ratio(l) < 0 && t.name.rfind("blk." + std::to_string(l) + ".", 0) == 0 &&
+            (t.name.find("compressor") != std::string::npos || t.name.find("indexer") != std::string::npos))
+          unknown_ratio = true;
+      if (!mtp && !unknown_ratio) errs.push_back("tensor '" + t.name + "': unexpected (not part of a deepseek4 model with this config)");
     }
   }
   if (!errs.empty()) {
