@@ -1,0 +1,172 @@
+// engine/cli/cmd_plan.cpp — `ds4-offload plan`: placement plan dry run and plan file.
+//
+//   ds4-offload plan [--model-config F] --quant-mix M [--hw PROFILE] [--ctx N] [--chunk N]
+//                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
+//
+// Without --model-config the built-in DeepSeek-V4-Flash shape is used (placement/model_shape.h).
+// Without --hw the machine is discovered with hwloc (placement/topology.h); bandwidths that
+// discovery cannot know are estimates and the report says so. -m MODEL (sizes from a GGUF file)
+// is not implemented yet and gives an error pointing at --model-config/--quant-mix.
+#include <cstdio>
+#include <fstream>
+
+#include "engine/cli/command.h"
+#include "placement/hw_profile.h"
+#include "placement/model_shape.h"
+#include "placement/plan_report.h"
+#include "placement/planner.h"
+#include "placement/quant_mix.h"
+#include "placement/routing_stats.h"
+#include "placement/topology.h"
+
+namespace ds4::cli {
+namespace {
+
+using namespace ds4::placement;
+
+struct PlanArgs {
+  std::string model;
+  std::string model_config;
+  std::string quant_mix;
+  std::string hw;
+  int64_t ctx = 32768;
+  int64_t chunk = 2048;
+  std::string stats;
+  std::string prior = "uniform";
+  double zipf_s = 1.0;
+  int samples = 512;
+  uint64_t seed = 1;
+  bool dry_run = false;
+  std::string json;
+  std::string policy = "planner";
+  std::string write_profile;
+};
+PlanArgs args;
+
+CLI::App* setup(CLI::App& app) {
+  auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
+                                       "with predicted tok/s next to baseline policies");
+  s->add_option("-m,--model", args.model, "GGUF model to read tensor sizes from (not implemented yet)");
+  s->add_option("--model-config", args.model_config,
+                "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
+  s->add_option("--quant-mix", args.quant_mix, "Quant mix: ds4-q2, iq1_m, mxfp4, q4_k")->required();
+  s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine");
+  s->add_option("--ctx", args.ctx, "Context length the KV/state budget is sized for (tokens)")
+      ->default_val(args.ctx)->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  s->add_option("--chunk", args.chunk, "Prefill chunk (tokens)")
+      ->default_val(args.chunk)->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1, from `calibrate`)");
+  s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
+      ->default_val(args.prior)->check(CLI::IsMember({"uniform", "zipf"}));
+  s->add_option("--zipf-s", args.zipf_s, "Zipf exponent of --prior zipf")->default_val(args.zipf_s)
+      ->check(CLI::Range(0.0, 8.0));
+  s->add_option("--samples", args.samples, "Sampled tokens per layer for decode expectations")
+      ->default_val(args.samples)->check(CLI::Range(1, 1 << 20));
+  s->add_option("--seed", args.seed, "Seed of the routing samples")->default_val(args.seed);
+  s->add_flag("--dry-run", args.dry_run, "Print the budget, tier and prediction tables");
+  s->add_option("--json", args.json, "Write the plan file (format in placement/plan_report.h)");
+  s->add_option("--policy", args.policy, "Policy written by --json: planner, pocketllm-like, frequency-greedy, all-cpu")
+      ->default_val(args.policy)
+      ->check(CLI::IsMember({"planner", "pocketllm-like", "frequency-greedy", "all-cpu"}));
+  s->add_option("--write-profile", args.write_profile, "Write the hardware profile used (e.g. the discovered one)");
+  return s;
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "ds4-offload plan: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int run() {
+  if (!args.model.empty())
+    return fail("-m " + args.model + ": reading tensor sizes from a GGUF file is not implemented yet; use "
+                "--model-config F (or the built-in shape) with --quant-mix");
+  if (!args.dry_run && args.json.empty() && args.write_profile.empty())
+    return fail("nothing to do: pass --dry-run and/or --json FILE");
+  ModelShape shape;
+  if (args.model_config.empty()) {
+    shape = dsv4_flash_shape();
+  } else {
+    auto s = load_model_shape(args.model_config);
+    if (!s) return fail(s.error().message);
+    shape = std::move(s).value();
+  }
+  auto mix = quant_mix_by_name(args.quant_mix);
+  if (!mix) return fail(mix.error().message);
+  auto sizes = compute_model_sizes(shape, *mix);
+  if (!sizes) return fail(sizes.error().message);
+
+  HwProfile hw;
+  std::string hw_source;
+  if (!args.hw.empty()) {
+    auto h = load_hw_profile(args.hw);
+    if (!h) return fail(h.error().message);
+    hw = std::move(h).value();
+    hw_source = args.hw;
+  } else {
+    auto h = discover_hw_profile();
+    if (!h) return fail(h.error().message + " (pass --hw PROFILE)");
+    hw = std::move(h).value();
+    hw_source = "discovered with hwloc; bandwidths estimated, see the profile description";
+  }
+  if (!args.write_profile.empty()) {
+    std::ofstream out(args.write_profile);
+    if (!(out << hw_profile_to_json(hw))) return fail(args.write_profile + ": cannot write the profile");
+  }
+  if (!args.dry_run && args.json.empty()) return 0;
+
+  RoutingStats stats;
+  if (!args.stats.empty()) {
+    auto st = load_routing_stats(args.stats, shape.n_layers, shape.n_experts, shape.top_k);
+    if (!st) return fail(st.error().message);
+    stats = std::move(st).value();
+  } else if (args.prior == "zipf") {
+    stats = zipf_routing(shape.n_layers, shape.n_experts, shape.top_k, args.zipf_s);
+  } else {
+    stats = uniform_routing(shape.n_layers, shape.n_experts, shape.top_k);
+  }
+  PlanOptions opt;
+  opt.ctx = args.ctx;
+  opt.prefill_chunk = args.chunk;
+  opt.samples = args.samples;
+  opt.seed = args.seed;
+  RoutingSamples samples = draw_routing_samples(stats, opt.samples, opt.seed);
+  CostInputs in;
+  in.shape = &shape;
+  in.sizes = &sizes.value();
+  in.mix = &mix.value();
+  in.hw = &hw;
+  in.stats = &stats;
+  in.samples = &samples;
+  in.prefill_chunk = opt.prefill_chunk;
+  in.prefill_position = std::min<int64_t>(opt.ctx, 2048) / 2;
+  CostModel cm(in);
+
+  std::vector<PlannedPolicy> planned;
+  for (Policy p : {Policy::Planner, Policy::PocketLlm, Policy::FrequencyGreedy, Policy::AllCpu}) {
+    auto plan = make_plan(cm, opt, p);
+    if (!plan) return fail(plan.error().message);
+    Prediction pr = cm.predict(plan.value());
+    planned.push_back({std::move(plan).value(), pr});
+  }
+  size_t chosen = 0;
+  for (size_t i = 0; i < planned.size(); ++i)
+    if (planned[i].plan.policy == args.policy) chosen = i;
+  std::vector<PlannedPolicy> others;
+  for (size_t i = 0; i < planned.size(); ++i)
+    if (i != chosen) others.push_back(planned[i]);
+  if (args.dry_run) std::fputs(format_dry_run(cm, opt, hw_source, planned[chosen], others).c_str(), stdout);
+  if (!args.json.empty()) {
+    std::ofstream out(args.json);
+    if (!(out << plan_to_json(cm, opt, planned[chosen], others)))
+      return fail(args.json + ": cannot write the plan file");
+    std::fprintf(stderr, "ds4-offload plan: wrote %s (policy %s)\n", args.json.c_str(),
+                 planned[chosen].plan.policy.c_str());
+  }
+  return 0;
+}
+
+CommandRegistrar reg({"plan", setup, run});
+
+}  // namespace
+}  // namespace ds4::cli

@@ -1,0 +1,290 @@
+// placement/hw_profile.cpp — hardware profile JSON parsing and validation.
+#include "placement/hw_profile.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace ds4::placement {
+
+using nlohmann::json;
+
+double NumaNodeProfile::cpu_gbps_for(const std::string& type_name) const {
+  if (auto it = cpu_expert_gbps.find(type_name); it != cpu_expert_gbps.end()) return it->second;
+  auto it = cpu_expert_gbps.find("default");
+  DS4_CHECK(it != cpu_expert_gbps.end());
+  return it->second;
+}
+
+int HwProfile::node_index(int id) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].id == id) return int(i);
+  return -1;
+}
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// A JSON object being read: records which keys were consumed so unknown keys can be reported.
+class ObjReader {
+ public:
+  ObjReader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+
+  Result<double> number(const char* key, bool require_positive = true) {
+    DS4_TRY(const json* v, get(key));
+    if (!v->is_number()) return type_error(key, "a number", *v);
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d < 0 || (require_positive && d == 0))
+      return Error{where_ + "." + key + ": expected a " + (require_positive ? "positive" : "non-negative") +
+                   " number, found " + v->dump()};
+    return d;
+  }
+  Result<int64_t> integer(const char* key, int64_t min_value) {
+    DS4_TRY(const json* v, get(key));
+    if (!v->is_number_integer()) return type_error(key, "an integer", *v);
+    int64_t i = v->get<int64_t>();
+    if (i < min_value)
+      return Error{where_ + "." + key + ": expected an integer >= " + std::to_string(min_value) +
+                   ", found " + std::to_string(i)};
+    return i;
+  }
+  Result<std::string> string(const char* key) {
+    DS4_TRY(const json* v, get(key));
+    if (!v->is_string()) return type_error(key, "a string", *v);
+    return v->get<std::string>();
+  }
+  Result<const json*> array(const char* key) {
+    DS4_TRY(const json* v, get(key));
+    if (!v->is_array()) return type_error(key, "an array", *v);
+    return v;
+  }
+  Result<const json*> object(const char* key) {
+    DS4_TRY(const json* v, get(key));
+    if (!v->is_object()) return type_error(key, "an object", *v);
+    return v;
+  }
+  const json* raw(const char* key) { return get(key).ok() ? &j_.at(key) : nullptr; }
+  bool has(const char* key) const { return j_.contains(key); }
+  /// Error for the first key that no reader asked for.
+  Result<void> finish() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key())) return Error{where_ + ": unknown key '" + it.key() + "'"};
+    return ok();
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  Result<const json*> get(const char* key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    if (it == j_.end()) return Error{where_ + ": missing key '" + key + "'"};
+    return &*it;
+  }
+  Error type_error(const char* key, const char* expected, const json& v) const {
+    std::string found = v.dump();
+    if (found.size() > 40) found = found.substr(0, 40) + "...";
+    return Error{where_ + "." + key + ": expected " + expected + ", found " + found};
+  }
+  const json& j_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+Result<NumaNodeProfile> parse_node(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": expected an object"};
+  ObjReader r(j, where);
+  NumaNodeProfile n;
+  DS4_TRY(int64_t id, r.integer("id", 0));
+  n.id = int(id);
+  DS4_TRY(double mem, r.number("memory_gib"));
+  n.memory_bytes = int64_t(mem * kGiB);
+  DS4_TRY(int64_t cores, r.integer("cores", 1));
+  n.cores = int(cores);
+  DS4_TRY(n.mem_read_gbps, r.number("mem_read_gbps"));
+  DS4_TRY(const json* ce, r.object("cpu_expert_gbps"));
+  for (auto it = ce->begin(); it != ce->end(); ++it) {
+    if (!it->is_number() || it->get<double>() <= 0)
+      return Error{where + ".cpu_expert_gbps." + it.key() + ": expected a positive number, found " + it->dump()};
+    n.cpu_expert_gbps[it.key()] = it->get<double>();
+  }
+  if (!n.cpu_expert_gbps.count("default"))
+    return Error{where + ".cpu_expert_gbps: missing key 'default'"};
+  DS4_TRY(n.cpu_gflops, r.number("cpu_gflops"));
+  DS4_TRY_VOID(r.finish());
+  return n;
+}
+
+Result<GpuProfile> parse_gpu(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": expected an object"};
+  ObjReader r(j, where);
+  GpuProfile g;
+  DS4_TRY(g.name, r.string("name"));
+  DS4_TRY(int64_t node, r.integer("numa_node", 0));
+  g.numa_node = int(node);
+  DS4_TRY(double vram, r.number("vram_gib"));
+  g.vram_bytes = int64_t(vram * kGiB);
+  DS4_TRY(g.h2d_gbps, r.number("h2d_gbps"));
+  DS4_TRY(g.vram_gbps, r.number("vram_gbps"));
+  DS4_TRY(g.kernel_efficiency, r.number("kernel_efficiency"));
+  if (g.kernel_efficiency > 1)
+    return Error{where + ".kernel_efficiency: expected a fraction in (0, 1], found " +
+                 std::to_string(g.kernel_efficiency)};
+  DS4_TRY(g.tflops, r.number("tflops"));
+  if (r.has("pci_bus_id")) { DS4_TRY(g.pci_bus_id, r.string("pci_bus_id")); }
+  DS4_TRY_VOID(r.finish());
+  return g;
+}
+
+Result<NvmeProfile> parse_nvme(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": expected an object"};
+  ObjReader r(j, where);
+  NvmeProfile d;
+  DS4_TRY(d.name, r.string("name"));
+  DS4_TRY(int64_t node, r.integer("numa_node", 0));
+  d.numa_node = int(node);
+  DS4_TRY(d.read_gbps, r.number("read_gbps"));
+  DS4_TRY_VOID(r.finish());
+  return d;
+}
+
+}  // namespace
+
+Result<void> validate_hw_profile(const HwProfile& p, const std::string& source) {
+  if (p.nodes.empty()) return Error{source + ": numa_nodes: expected at least one node, found none"};
+  std::set<int> ids;
+  for (const auto& n : p.nodes)
+    if (!ids.insert(n.id).second) return Error{source + ": numa_nodes: duplicate id " + std::to_string(n.id)};
+  for (size_t i = 0; i < p.gpus.size(); ++i)
+    if (!ids.count(p.gpus[i].numa_node))
+      return Error{source + ": gpus[" + std::to_string(i) + "].numa_node: expected one of the numa_nodes ids, found " +
+                   std::to_string(p.gpus[i].numa_node)};
+  for (size_t i = 0; i < p.nvme.size(); ++i)
+    if (!ids.count(p.nvme[i].numa_node))
+      return Error{source + ": nvme[" + std::to_string(i) + "].numa_node: expected one of the numa_nodes ids, found " +
+                   std::to_string(p.nvme[i].numa_node)};
+  if (!p.gpus.empty() && p.h2d_aggregate_gbps <= 0)
+    return Error{source + ": links.h2d_aggregate_gbps: expected > 0 with GPUs present"};
+  int64_t mem = 0;
+  for (const auto& n : p.nodes) mem += n.memory_bytes;
+  if (p.host_reserved_bytes >= mem)
+    return Error{source + ": host.reserved_gib: expected less than the installed memory (" +
+                 std::to_string(double(mem) / kGiB) + " GiB), found " +
+                 std::to_string(double(p.host_reserved_bytes) / kGiB) + " GiB"};
+  for (size_t i = 0; i < p.gpus.size(); ++i)
+    if (p.vram_reserved_bytes >= p.gpus[i].vram_bytes)
+      return Error{source + ": runtime.vram_reserved_mib: expected less than gpus[" + std::to_string(i) + "] VRAM"};
+  return ok();
+}
+
+Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& source) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Error{source + ": malformed JSON"};
+  if (!root.is_object()) return Error{source + ": expected a JSON object at the top level"};
+  ObjReader r(root, source);
+  HwProfile p;
+  DS4_TRY(p.name, r.string("name"));
+  if (r.has("description")) { DS4_TRY(p.description, r.string("description")); }
+  DS4_TRY(const json* nodes, r.array("numa_nodes"));
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    DS4_TRY(auto n, parse_node((*nodes)[i], source + ": numa_nodes[" + std::to_string(i) + "]"));
+    p.nodes.push_back(std::move(n));
+  }
+  DS4_TRY(const json* gpus, r.array("gpus"));
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    DS4_TRY(auto g, parse_gpu((*gpus)[i], source + ": gpus[" + std::to_string(i) + "]"));
+    p.gpus.push_back(std::move(g));
+  }
+  if (r.has("nvme")) {
+    DS4_TRY(const json* nv, r.array("nvme"));
+    for (size_t i = 0; i < nv->size(); ++i) {
+      DS4_TRY(auto d, parse_nvme((*nv)[i], source + ": nvme[" + std::to_string(i) + "]"));
+      p.nvme.push_back(std::move(d));
+    }
+  }
+  {
+    DS4_TRY(const json* links, r.object("links"));
+    ObjReader l(*links, source + ": links");
+    DS4_TRY(p.h2d_aggregate_gbps, l.number("h2d_aggregate_gbps", false));
+    DS4_TRY(p.inter_socket_gbps, l.number("inter_socket_gbps"));
+    DS4_TRY(p.copy_latency_us, l.number("copy_latency_us", false));
+    DS4_TRY(p.allreduce_latency_us, l.number("allreduce_latency_us", false));
+    DS4_TRY(p.allreduce_gbps, l.number("allreduce_gbps"));
+    DS4_TRY_VOID(l.finish());
+  }
+  {
+    DS4_TRY(const json* host, r.object("host"));
+    ObjReader h(*host, source + ": host");
+    const json* ml = h.raw("memlock_gib");
+    if (!ml) return Error{source + ": host: missing key 'memlock_gib' (a number or \"unlimited\")"};
+    if (ml->is_string() && ml->get<std::string>() == "unlimited") {
+      p.memlock_bytes = -1;
+    } else if (ml->is_number() && ml->get<double>() >= 0) {
+      p.memlock_bytes = int64_t(ml->get<double>() * kGiB);
+    } else {
+      return Error{source + ": host.memlock_gib: expected a non-negative number or \"unlimited\", found " + ml->dump()};
+    }
+    DS4_TRY(double res, h.number("reserved_gib", false));
+    p.host_reserved_bytes = int64_t(res * kGiB);
+    DS4_TRY_VOID(h.finish());
+  }
+  {
+    DS4_TRY(const json* rt, r.object("runtime"));
+    ObjReader t(*rt, source + ": runtime");
+    DS4_TRY(double vr, t.number("vram_reserved_mib", false));
+    p.vram_reserved_bytes = int64_t(vr * 1024 * 1024);
+    DS4_TRY(p.layer_overhead_us, t.number("layer_overhead_us", false));
+    DS4_TRY(p.cpu_expert_latency_us, t.number("cpu_expert_latency_us", false));
+    DS4_TRY_VOID(t.finish());
+  }
+  DS4_TRY_VOID(r.finish());
+  DS4_TRY_VOID(validate_hw_profile(p, source));
+  return p;
+}
+
+Result<HwProfile> load_hw_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot open hardware profile"};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hw_profile(ss.str(), path);
+}
+
+std::string hw_profile_to_json(const HwProfile& p) {
+  json j;
+  j["name"] = p.name;
+  j["description"] = p.description;
+  j["numa_nodes"] = json::array();
+  for (const auto& n : p.nodes) {
+    json cj = json::object();
+    for (const auto& [k, v] : n.cpu_expert_gbps) cj[k] = v;
+    j["numa_nodes"].push_back({{"id", n.id}, {"memory_gib", double(n.memory_bytes) / kGiB}, {"cores", n.cores},
+                               {"mem_read_gbps", n.mem_read_gbps}, {"cpu_expert_gbps", cj},
+                               {"cpu_gflops", n.cpu_gflops}});
+  }
+  j["gpus"] = json::array();
+  for (const auto& g : p.gpus) {
+    json gj = {{"name", g.name}, {"numa_node", g.numa_node}, {"vram_gib", double(g.vram_bytes) / kGiB},
+               {"h2d_gbps", g.h2d_gbps}, {"vram_gbps", g.vram_gbps}, {"kernel_efficiency", g.kernel_efficiency},
+               {"tflops", g.tflops}};
+    if (!g.pci_bus_id.empty()) gj["pci_bus_id"] = g.pci_bus_id;
+    j["gpus"].push_back(gj);
+  }
+  j["nvme"] = json::array();
+  for (const auto& d : p.nvme)
+    j["nvme"].push_back({{"name", d.name}, {"numa_node", d.numa_node}, {"read_gbps", d.read_gbps}});
+  j["links"] = {{"h2d_aggregate_gbps", p.h2d_aggregate_gbps}, {"inter_socket_gbps", p.inter_socket_gbps},
+                {"copy_latency_us", p.copy_latency_us}, {"allreduce_latency_us", p.allreduce_latency_us},
+                {"allreduce_gbps", p.allreduce_gbps}};
+  j["host"] = {{"reserved_gib", double(p.host_reserved_bytes) / kGiB}};
+  if (p.memlock_bytes < 0) j["host"]["memlock_gib"] = "unlimited";
+  else j["host"]["memlock_gib"] = double(p.memlock_bytes) / kGiB;
+  j["runtime"] = {{"vram_reserved_mib", double(p.vram_reserved_bytes) / (1024.0 * 1024.0)},
+                  {"layer_overhead_us", p.layer_overhead_us}, {"cpu_expert_latency_us", p.cpu_expert_latency_us}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ds4::placement

@@ -1,0 +1,90 @@
+// placement/hw_profile.h — a machine's capacities and measured/estimated bandwidths.
+//
+// A profile is what the planner and the cost model know about a machine: NUMA nodes (memory,
+// cores, memory bandwidth, CPU expert throughput), GPUs (VRAM, host-to-device link bandwidth,
+// VRAM bandwidth, NUMA locality), NVMe devices, link/collective latencies and runtime overheads.
+// It comes from a JSON file (configs/hw/*.json, format in configs/hw/README.md) or from topology
+// discovery (topology.h). Units: bytes for capacities, GB/s = 1e9 bytes/s, microseconds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ds4/result.h"
+
+namespace ds4::placement {
+
+/// One NUMA node (socket): its memory and the throughput of CPU expert compute on its cores.
+struct NumaNodeProfile {
+  int id = 0;
+  int64_t memory_bytes = 0;   ///< installed memory on the node
+  int cores = 0;
+  double mem_read_gbps = 0;   ///< node-local streaming read bandwidth, all cores
+  /// Batch-1 expert matvec throughput on all cores of the node, in GB/s of weight bytes read,
+  /// per ggml type name ("IQ2_XXS"); "default" is used for types not listed.
+  std::map<std::string, double> cpu_expert_gbps;
+  double cpu_gflops = 0;      ///< batched (prefill) expert GEMM throughput of the node, GFLOP/s
+
+  /// GB/s for type `type_name`, or the "default" entry.
+  double cpu_gbps_for(const std::string& type_name) const;
+};
+
+/// One GPU as a TP rank.
+struct GpuProfile {
+  std::string name;
+  int numa_node = 0;          ///< node whose PCIe root the GPU hangs off
+  int64_t vram_bytes = 0;
+  double h2d_gbps = 0;        ///< pinned host-to-device bandwidth from its local node, alone
+  double vram_gbps = 0;       ///< device memory bandwidth
+  double kernel_efficiency = 0;  ///< fraction of vram_gbps a batch-1 quantized matvec reaches
+  double tflops = 0;          ///< effective quantized GEMM throughput for prefill (TFLOP/s)
+  std::string pci_bus_id;     ///< optional, e.g. "0000:3b:00.0" (matched to CUDA when present)
+};
+
+/// One NVMe device holding the model file.
+struct NvmeProfile {
+  std::string name;
+  int numa_node = 0;
+  double read_gbps = 0;       ///< large-block direct read bandwidth (io_uring, deep queue)
+};
+
+/// A machine profile. Validated: node ids unique, every numa_node reference exists, positive
+/// bandwidths and capacities.
+struct HwProfile {
+  std::string name;
+  std::string description;
+  std::vector<NumaNodeProfile> nodes;
+  std::vector<GpuProfile> gpus;
+  std::vector<NvmeProfile> nvme;
+  double h2d_aggregate_gbps = 0;  ///< all GPUs copying at once (root complex / memory limit)
+  double inter_socket_gbps = 0;   ///< cap on a copy whose source is on another node
+  double copy_latency_us = 0;     ///< fixed cost of one host-to-device copy (launch + DMA setup)
+  double allreduce_latency_us = 0;///< one small TP all-reduce (decode, 16 KiB)
+  double allreduce_gbps = 0;      ///< large all-reduce bus bandwidth (prefill)
+  int64_t memlock_bytes = -1;     ///< RLIMIT_MEMLOCK; -1 = unlimited
+  int64_t host_reserved_bytes = 0;///< host memory kept free for the OS and the process, total
+  int64_t vram_reserved_bytes = 0;///< per GPU: CUDA context, NCCL buffers, fragmentation
+  double layer_overhead_us = 0;   ///< per layer per decode step: launches and syncs
+  double cpu_expert_latency_us = 0;  ///< fixed cost of one CPU expert call (fork-join)
+
+  /// Index of node `id` in `nodes`, or -1.
+  int node_index(int id) const;
+};
+
+/// Checks the invariants listed on HwProfile; the error names `source` and the field.
+Result<void> validate_hw_profile(const HwProfile& p, const std::string& source);
+
+/// Parses a profile from JSON text; `source` names it in errors. Unknown keys are errors (a typo
+/// must not silently fall back to a default); every key is required except "description",
+/// "nvme", "pci_bus_id".
+Result<HwProfile> parse_hw_profile(const std::string& json_text, const std::string& source);
+
+/// Reads and parses the profile file at `path`.
+Result<HwProfile> load_hw_profile(const std::string& path);
+
+/// Serializes a profile to the same JSON format (for `plan --probe`/discovery output).
+std::string hw_profile_to_json(const HwProfile& p);
+
+}  // namespace ds4::placement

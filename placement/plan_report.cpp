@@ -1,0 +1,208 @@
+// placement/plan_report.cpp — dry-run tables and the plan JSON.
+#include "placement/plan_report.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/quant/ggml_type.h"
+
+namespace ds4::placement {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+double gib(int64_t b) { return double(b) / kGiB; }
+
+struct TierCount {
+  int n = 0;
+  int64_t bytes = 0;
+};
+
+// Tier counts of a plan: [vram, host, cpu, nvme].
+std::vector<TierCount> tier_counts(const CostModel& cm, const Plan& p) {
+  std::vector<TierCount> c(4);
+  for (int l = 0; l < p.n_layers; ++l)
+    for (int e = 0; e < p.n_experts; ++e) {
+      auto& t = c[size_t(p.experts[size_t(l)][size_t(e)].tier)];
+      t.n += 1;
+      t.bytes += cm.inputs().sizes->expert_bytes[size_t(l)];
+    }
+  return c;
+}
+
+nlohmann::json prediction_json(const Prediction& pr) {
+  return {{"decode_tok_s", pr.decode_tok_s},       {"decode_step_ms", pr.decode_step_s * 1e3},
+          {"dense_ms", pr.dense_s * 1e3},          {"moe_ms", pr.moe_s * 1e3},
+          {"sync_ms", pr.sync_s * 1e3},            {"prefill_tok_s", pr.prefill_tok_s},
+          {"prefill_chunk_ms", pr.prefill_chunk_s * 1e3},
+          {"link_bytes_per_token", pr.link_bytes_per_token},
+          {"cpu_bytes_per_token", pr.cpu_bytes_per_token},
+          {"nvme_bytes_per_token", pr.nvme_bytes_per_token},
+          {"share", {{"vram", pr.share_vram}, {"host", pr.share_host}, {"cpu", pr.share_cpu}, {"nvme", pr.share_nvme}}}};
+}
+
+}  // namespace
+
+std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const std::string& hw_source,
+                           const PlannedPolicy& chosen, const std::vector<PlannedPolicy>& baselines) {
+  const auto& in = cm.inputs();
+  const ModelSizes& sz = *in.sizes;
+  const HwProfile& hw = *in.hw;
+  const Plan& p = chosen.plan;
+  std::string o;
+  const int64_t n_routed = int64_t(in.shape->n_layers) * in.shape->n_experts;
+  o += fmt("ds4-offload plan --dry-run\n");
+  o += fmt("model      %s, %d layers x %d routed experts (top-%d), quant mix %s\n", in.shape->name.c_str(),
+           in.shape->n_layers, in.shape->n_experts, in.shape->top_k, in.mix->name.c_str());
+  o += fmt("           %s\n", in.mix->description.c_str());
+  o += fmt("weights    total %.2f GiB (%.1f GB): routed %.2f GiB (%lld experts, %.2f MB each on layer 0),"
+           " non-routed %.2f GiB\n",
+           gib(sz.total_bytes), double(sz.total_bytes) / 1e9, gib(sz.routed_bytes), (long long)n_routed,
+           double(sz.expert_bytes[0]) / 1e6, gib(sz.total_bytes - sz.routed_bytes));
+  std::string types;
+  for (const auto& [t, n] : sz.tensor_count_by_type)
+    types += fmt("%s%s x%d %.2f GiB", types.empty() ? "" : ", ", std::string(ggml_type_name(t)).c_str(), n,
+                 gib(sz.bytes_by_type.at(t)));
+  o += fmt("           by type: %s\n", types.c_str());
+  o += fmt("hardware   %s (%s)\n", hw.name.c_str(), hw_source.c_str());
+  o += fmt("routing    %s; decode expectations over %d sampled tokens per layer\n", in.stats->source.c_str(),
+           in.samples->n);
+  o += fmt("context    %lld tokens; prefill chunk %lld tokens\n\n", (long long)opt.ctx, (long long)opt.prefill_chunk);
+
+  if (!p.gpus.empty()) {
+    o += "VRAM per GPU (GiB)          total reserved  dense     kv  work  slots  expert room  resident (experts)\n";
+    for (size_t g = 0; g < p.gpus.size(); ++g) {
+      const GpuBudget& b = p.gpus[g];
+      o += fmt("GPU%-2zu %-20s %6.2f %8.2f %6.2f %6.2f %5.2f %6.2f %12.2f %9.2f (%d)\n", g, hw.gpus[g].name.c_str(),
+               gib(b.total), gib(b.reserved), gib(b.dense), gib(b.kv), gib(b.workspace), gib(b.cache),
+               gib(b.expert_capacity), gib(b.experts_used), b.resident_experts);
+    }
+    o += "\n";
+  }
+  auto tc = tier_counts(cm, p);
+  o += fmt("Experts by tier (%s)       experts      GiB   share of activations\n", p.policy.c_str());
+  const double share[4] = {chosen.prediction.share_vram, chosen.prediction.share_host, chosen.prediction.share_cpu,
+                           chosen.prediction.share_nvme};
+  const char* label[4] = {"vram (resident)", "host (staged)", "cpu (computed)", "nvme (streamed)"};
+  for (int t = 0; t < 4; ++t)
+    o += fmt("  %-24s %8d %8.2f   %5.1f%%\n", label[t], tc[size_t(t)].n, gib(tc[size_t(t)].bytes), 100 * share[t]);
+  int split_layers = 0;
+  for (auto m : p.mode) split_layers += m == StageMode::Split;
+  o += fmt("  staging mode: %d layers split across ranks, %d layers whole-expert by owner\n", split_layers,
+           p.n_layers - split_layers);
+  o += "Host memory per node (GiB)  capacity  staged copies  pinned   cpu-computed\n";
+  for (const auto& n : p.nodes)
+    o += fmt("  node %-3d %25.1f %14.2f %7.2f %14.2f\n", n.id, gib(n.capacity), gib(n.host_bytes), gib(n.pinned_bytes),
+             gib(n.cpu_bytes));
+  o += fmt("  pinned total %.2f GiB (memlock %s); NVMe-streamed %.2f GiB\n", gib(p.pinned_bytes),
+           p.memlock_bytes < 0 ? "unlimited" : fmt("%.3f GiB", gib(p.memlock_bytes)).c_str(), gib(p.nvme_bytes));
+  o += "\nBytes per decode token (expected)        MB/token   link time at profile rate\n";
+  const Prediction& pr = chosen.prediction;
+  for (size_t g = 0; g < pr.link_bytes_per_token.size(); ++g)
+    o += fmt("  H2D GPU%-2zu (node %d, %5.1f GB/s) %14.1f   %6.2f ms\n", g, hw.gpus[g].numa_node, hw.gpus[g].h2d_gbps,
+             pr.link_bytes_per_token[g] / 1e6, pr.link_bytes_per_token[g] / (hw.gpus[g].h2d_gbps * 1e9) * 1e3);
+  for (size_t n = 0; n < pr.cpu_bytes_per_token.size(); ++n)
+    o += fmt("  CPU node %-3d (read by cores) %14.1f\n", hw.nodes[n].id, pr.cpu_bytes_per_token[n] / 1e6);
+  if (!hw.nvme.empty()) o += fmt("  NVMe                          %14.1f\n", pr.nvme_bytes_per_token / 1e6);
+  for (const auto& note : p.notes) o += "  note: " + note + "\n";
+
+  std::vector<const PlannedPolicy*> all = {&chosen};
+  for (const auto& b : baselines) all.push_back(&b);
+  o += "\nPredictions (batch 1)     ";
+  for (auto* a : all) o += fmt("%18s", a->plan.policy.c_str());
+  o += "\n";
+  auto row = [&](const char* name, auto get, const char* f) {
+    o += fmt("  %-24s", name);
+    for (auto* a : all) o += fmt(f, get(*a));
+    o += "\n";
+  };
+  row("decode tok/s", [](const PlannedPolicy& a) { return a.prediction.decode_tok_s; }, "%18.2f");
+  row("  step ms", [](const PlannedPolicy& a) { return a.prediction.decode_step_s * 1e3; }, "%18.1f");
+  row("  dense ms", [](const PlannedPolicy& a) { return a.prediction.dense_s * 1e3; }, "%18.1f");
+  row("  routed experts ms", [](const PlannedPolicy& a) { return a.prediction.moe_s * 1e3; }, "%18.1f");
+  row("  all-reduce+launch ms", [](const PlannedPolicy& a) { return a.prediction.sync_s * 1e3; }, "%18.1f");
+  row("prefill tok/s", [](const PlannedPolicy& a) { return a.prediction.prefill_tok_s; }, "%18.1f");
+  row("activations in VRAM %", [](const PlannedPolicy& a) { return 100 * a.prediction.share_vram; }, "%18.1f");
+  row("max H2D MB/token", [](const PlannedPolicy& a) {
+    double m = 0;
+    for (double v : a.prediction.link_bytes_per_token) m = std::max(m, v);
+    return m / 1e6;
+  }, "%18.1f");
+  row("CPU-read MB/token", [](const PlannedPolicy& a) {
+    double m = 0;
+    for (double v : a.prediction.cpu_bytes_per_token) m += v;
+    return m / 1e6;
+  }, "%18.1f");
+  return o;
+}
+
+std::string plan_to_json(const CostModel& cm, const PlanOptions& opt, const PlannedPolicy& chosen,
+                         const std::vector<PlannedPolicy>& baselines) {
+  using nlohmann::json;
+  const auto& in = cm.inputs();
+  const Plan& p = chosen.plan;
+  json j;
+  j["format"] = "ds4-placement-plan";
+  j["version"] = 1;
+  j["policy"] = p.policy;
+  j["model"] = {{"name", in.shape->name}, {"n_layers", in.shape->n_layers}, {"n_experts", in.shape->n_experts},
+                {"top_k", in.shape->top_k}, {"total_bytes", in.sizes->total_bytes},
+                {"routed_bytes", in.sizes->routed_bytes}};
+  j["quant_mix"] = in.mix->name;
+  j["hw_profile"] = in.hw->name;
+  j["ctx"] = opt.ctx;
+  j["prefill_chunk"] = opt.prefill_chunk;
+  j["routing"] = in.stats->source;
+  j["ranks"] = p.ranks;
+  j["gpus"] = json::array();
+  for (const auto& b : p.gpus)
+    j["gpus"].push_back({{"total", b.total}, {"reserved", b.reserved}, {"dense", b.dense}, {"kv", b.kv},
+                         {"workspace", b.workspace}, {"cache", b.cache}, {"expert_capacity", b.expert_capacity},
+                         {"experts_used", b.experts_used}, {"resident_experts", b.resident_experts}});
+  j["nodes"] = json::array();
+  for (const auto& n : p.nodes)
+    j["nodes"].push_back({{"id", n.id}, {"capacity", n.capacity}, {"host_bytes", n.host_bytes},
+                          {"cpu_bytes", n.cpu_bytes}, {"pinned_bytes", n.pinned_bytes}});
+  j["layers"] = json::array();
+  for (int l = 0; l < p.n_layers; ++l) {
+    std::string tiers;
+    std::vector<int> owner, node;
+    for (const auto& pl : p.experts[size_t(l)]) {
+      char c = '?';
+      switch (pl.tier) {
+        case Tier::Vram: c = 'V'; break;
+        case Tier::Host: c = pl.pinned ? 'H' : 'P'; break;
+        case Tier::Cpu: c = 'C'; break;
+        case Tier::Nvme: c = pl.cpu_compute ? 'M' : 'N'; break;
+      }
+      tiers += c;
+      owner.push_back(pl.owner);
+      node.push_back(pl.node);
+    }
+    j["layers"].push_back({{"layer", l}, {"mode", p.mode[size_t(l)] == StageMode::Split ? "split" : "whole"},
+                           {"expert_bytes", in.sizes->expert_bytes[size_t(l)]}, {"tier", tiers},
+                           {"owner", owner}, {"node", node}});
+  }
+  j["notes"] = p.notes;
+  j["prediction"] = prediction_json(chosen.prediction);
+  j["baselines"] = json::array();
+  for (const auto& b : baselines)
+    j["baselines"].push_back({{"policy", b.plan.policy}, {"prediction", prediction_json(b.prediction)}});
+  return j.dump(1) + "\n";
+}
+
+}  // namespace ds4::placement

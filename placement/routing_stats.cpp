@@ -1,0 +1,149 @@
+// placement/routing_stats.cpp — routing priors and the statistics file reader/writer.
+#include "placement/routing_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace ds4::placement {
+
+using nlohmann::json;
+
+RoutingStats uniform_routing(int n_layers, int n_experts, int top_k) {
+  DS4_CHECK(n_layers > 0 && n_experts > 0 && top_k > 0 && top_k <= n_experts);
+  RoutingStats r;
+  r.source = "uniform prior";
+  r.top_k = top_k;
+  r.p.assign(size_t(n_layers), std::vector<double>(size_t(n_experts), double(top_k) / n_experts));
+  return r;
+}
+
+namespace {
+
+// Scales w to sum to k with every entry <= 1: entries that would exceed 1 are fixed at 1 and the
+// remainder is rescaled over the others until none exceeds 1.
+std::vector<double> water_fill(std::vector<double> w, int k) {
+  std::vector<bool> capped(w.size(), false);
+  for (size_t iter = 0; iter <= w.size(); ++iter) {
+    double free_sum = 0;
+    int n_capped = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (capped[i]) ++n_capped;
+      else free_sum += w[i];
+    }
+    const double scale = (double(k) - n_capped) / free_sum;
+    bool changed = false;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (!capped[i] && w[i] * scale >= 1.0) { capped[i] = true; changed = true; }
+    if (!changed) {
+      for (size_t i = 0; i < w.size(); ++i) w[i] = capped[i] ? 1.0 : w[i] * scale;
+      return w;
+    }
+  }
+  DS4_CHECK(false);
+  return w;
+}
+
+}  // namespace
+
+RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s) {
+  DS4_CHECK(n_layers > 0 && n_experts > 0 && top_k > 0 && top_k <= n_experts && s >= 0);
+  RoutingStats r;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "zipf prior (s=%.2f)", s);
+  r.source = buf;
+  r.top_k = top_k;
+  for (int l = 0; l < n_layers; ++l) {
+    std::vector<int> perm(static_cast<size_t>(n_experts));
+    std::iota(perm.begin(), perm.end(), 0);
+    // Fisher-Yates with a fixed-seed mt19937_64 (its output sequence is specified by the standard).
+    std::mt19937_64 rng(0x5EEDull + uint64_t(l) * 0x9E3779B97F4A7C15ull);
+    for (int i = n_experts - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng() % uint64_t(i + 1))]);
+    std::vector<double> w(static_cast<size_t>(n_experts));
+    for (int rank = 0; rank < n_experts; ++rank) w[size_t(perm[size_t(rank)])] = std::pow(double(rank + 1), -s);
+    r.p.push_back(water_fill(std::move(w), top_k));
+  }
+  return r;
+}
+
+Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, int n_experts, int top_k) {
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot open routing statistics"};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return Error{path + ": malformed JSON"};
+  if (!j.is_object() || j.value("format", std::string()) != "ds4-routing-stats")
+    return Error{path + ": expected \"format\": \"ds4-routing-stats\""};
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)
+    return Error{path + ": expected \"version\": 1"};
+  auto int_key = [&](const char* key, int64_t expect) -> Result<int64_t> {
+    if (!j.contains(key) || !j[key].is_number_integer())
+      return Error{path + ": missing or non-integer key '" + key + "'"};
+    int64_t v = j[key].get<int64_t>();
+    if (expect >= 0 && v != expect)
+      return Error{path + ": key '" + key + "': expected " + std::to_string(expect) + " (the model), found " +
+                   std::to_string(v)};
+    return v;
+  };
+  DS4_TRY_VOID(int_key("n_layers", n_layers));
+  DS4_TRY_VOID(int_key("n_experts", n_experts));
+  DS4_TRY_VOID(int_key("top_k", top_k));
+  DS4_TRY(int64_t tokens, int_key("tokens", -1));
+  if (tokens <= 0) return Error{path + ": key 'tokens': expected > 0, found " + std::to_string(tokens)};
+  if (!j.contains("counts") || !j["counts"].is_array() || int(j["counts"].size()) != n_layers)
+    return Error{path + ": key 'counts': expected an array of " + std::to_string(n_layers) + " layers"};
+  RoutingStats r;
+  r.source = path;
+  r.top_k = top_k;
+  for (int l = 0; l < n_layers; ++l) {
+    const json& row = j["counts"][size_t(l)];
+    const std::string where = path + ": counts[" + std::to_string(l) + "]";
+    if (!row.is_array() || int(row.size()) != n_experts)
+      return Error{where + ": expected " + std::to_string(n_experts) + " integer counts"};
+    std::vector<double> p(static_cast<size_t>(n_experts));
+    int64_t sum = 0;
+    for (int e = 0; e < n_experts; ++e) {
+      const json& c = row[size_t(e)];
+      if (!c.is_number_integer() || c.get<int64_t>() < 0)
+        return Error{where + "[" + std::to_string(e) + "]: expected a non-negative integer, found " + c.dump()};
+      const int64_t v = c.get<int64_t>();
+      if (v > tokens)
+        return Error{where + "[" + std::to_string(e) + "]: expected at most tokens (" + std::to_string(tokens) +
+                     "), found " + std::to_string(v)};
+      sum += v;
+      p[size_t(e)] = double(v) / double(tokens);
+    }
+    if (sum != tokens * top_k)
+      return Error{where + ": expected counts summing to tokens * top_k = " + std::to_string(tokens * top_k) +
+                   ", found " + std::to_string(sum)};
+    r.p.push_back(std::move(p));
+  }
+  return r;
+}
+
+Result<void> write_routing_stats(const std::string& path, const std::string& model, int top_k, int64_t tokens,
+                                 const std::vector<std::vector<int64_t>>& counts) {
+  json j;
+  j["format"] = "ds4-routing-stats";
+  j["version"] = 1;
+  j["model"] = model;
+  j["n_layers"] = counts.size();
+  j["n_experts"] = counts.empty() ? 0 : counts[0].size();
+  j["top_k"] = top_k;
+  j["tokens"] = tokens;
+  j["counts"] = counts;
+  std::ofstream out(path);
+  if (!out) return Error{path + ": cannot write routing statistics"};
+  out << j.dump() << "\n";
+  if (!out) return Error{path + ": write failed"};
+  return ok();
+}
+
+}  // namespace ds4::placement

@@ -1,0 +1,57 @@
+// placement/routing_stats.h — how often each routed expert is selected, per layer.
+//
+// The planner works with activation probabilities p[l][e] = expected number of times expert e of
+// layer l is selected per token (0 <= p <= 1, sum over e = top_k). They come from a statistics
+// file written by `ds4-offload calibrate` (format below) or from a prior when none exists.
+//
+// Statistics file (JSON), version 1:
+//   {
+//     "format": "ds4-routing-stats", "version": 1,
+//     "model": "DeepSeek-V4-Flash",           // free text, informational
+//     "n_layers": 43, "n_experts": 256, "top_k": 6,
+//     "tokens": 123456,                        // tokens routed (each selects top_k experts)
+//     "counts": [[c_0_0, ..., c_0_255], ...]   // [layer][expert] selection counts (integers >= 0)
+//   }
+// Optional "coactivation" (per-layer pair counts) is reserved for later versions and ignored.
+// Every layer's counts must sum to tokens * top_k (each token selects exactly top_k distinct
+// experts); a file violating that is rejected.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ds4/result.h"
+
+namespace ds4::placement {
+
+/// Per-layer activation probabilities.
+struct RoutingStats {
+  std::string source;                 ///< "uniform prior", "zipf prior (s=1.00)", or a file path
+  int top_k = 0;
+  std::vector<std::vector<double>> p; ///< [layer][expert], each row sums to top_k, entries in [0,1]
+
+  int n_layers() const { return int(p.size()); }
+  int n_experts() const { return p.empty() ? 0 : int(p[0].size()); }
+};
+
+/// Every expert equally likely: p = top_k / n_experts.
+RoutingStats uniform_routing(int n_layers, int n_experts, int top_k);
+
+/// Zipf prior: within each layer the expert at popularity rank r (1-based) gets weight r^-s; the
+/// rank order is a fixed pseudo-random permutation per layer (seeded by the layer index), so hot
+/// experts differ between layers. Weights are scaled to sum to top_k and capped at 1 (an expert
+/// is selected at most once per token) with the excess spread over the others (water-filling).
+/// s = 0 equals the uniform prior. DS4_CHECK(s >= 0).
+RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s);
+
+/// Reads a statistics file and checks it against the model (n_layers, n_experts, top_k).
+/// Errors: unreadable, malformed, wrong format/version, dimension mismatch, negative counts, a
+/// layer whose counts do not sum to tokens * top_k, tokens == 0.
+Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, int n_experts, int top_k);
+
+/// Writes `counts` in the format above (used by tests now and by `calibrate` later).
+Result<void> write_routing_stats(const std::string& path, const std::string& model, int top_k, int64_t tokens,
+                                 const std::vector<std::vector<int64_t>>& counts);
+
+}  // namespace ds4::placement
