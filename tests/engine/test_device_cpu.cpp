@@ -1,0 +1,121 @@
+// Unit tests of the CPU device (kernels/device.h): matmul values against a double-precision
+// reference, invariance to thread count and to the number of tokens per call (the numerics
+// contract), the Q8_1 path, RMSNorm; and the in-memory expert store's slicing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/cpu/quant_ref.h"
+#include "kernels/device.h"
+#include "staging/expert_store.h"
+
+namespace ds4 {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+dev::WeightMatrix f32_matrix(const std::vector<float>& w, int64_t in, int64_t out) {
+  return {GgmlType::F32, reinterpret_cast<const uint8_t*>(w.data()), in, out, static_cast<uint64_t>(in * 4)};
+}
+
+TEST(DeviceCpu, MatmulF32MatchesDoubleReference) {
+  const int64_t in = 96, out = 37, n = 5;
+  auto w = randn(in * out, 1), x = randn(n * in, 2);
+  auto d = dev::make_cpu_device(3);
+  std::vector<float> y(n * out);
+  d->matmul(f32_matrix(w, in, out), x.data(), n, y.data(), dev::ActFormat::F32);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < out; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < in; ++i) s += double(w[r * in + i]) * x[t * in + i];
+      EXPECT_NEAR(y[t * out + r], s, 1e-4) << t << "," << r;
+    }
+}
+
+TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
+  const int64_t in = 256, out = 70, n = 6;
+  auto wf = randn(in * out, 3), x = randn(n * in, 4);
+  // An MXFP4 copy of the weights (a quantized type: exercises decode and the Q8_1 dot).
+  const auto* geo = ggml_type_geometry(static_cast<uint32_t>(GgmlType::MXFP4));
+  const uint64_t rb = in / geo->block_elems * geo->block_bytes;
+  std::vector<uint8_t> wq(rb * out);
+  for (int64_t r = 0; r < out; ++r) cpu::quantize_row(GgmlType::MXFP4, wf.data() + r * in, wq.data() + r * rb, in);
+  dev::WeightMatrix w{GgmlType::MXFP4, wq.data(), in, out, rb};
+  auto d1 = dev::make_cpu_device(1), d4 = dev::make_cpu_device(4);
+  for (auto act : {dev::ActFormat::F32, dev::ActFormat::Q8_1}) {
+    std::vector<float> a(n * out), b(n * out), c(out);
+    d1->matmul(w, x.data(), n, a.data(), act);
+    d4->matmul(w, x.data(), n, b.data(), act);
+    EXPECT_EQ(a, b);
+    for (int64_t t = 0; t < n; ++t) {
+      d4->matmul(w, x.data() + t * in, 1, c.data(), act);
+      for (int64_t r = 0; r < out; ++r) EXPECT_EQ(c[r], a[t * out + r]);
+    }
+  }
+  // Q8_1 activations: each entry is the vec_dot_q8_1 of the row with the quantized token.
+  std::vector<uint8_t> xq(in / 32 * 36);
+  cpu::quantize_row_q8_1(x.data(), xq.data(), in);
+  std::vector<float> y(n * out), yf(n * out);
+  d4->matmul(w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
+  d4->matmul(w, x.data(), n, yf.data(), dev::ActFormat::F32);
+  double max_err = 0;
+  std::vector<float> wrow(in);
+  for (int64_t r = 0; r < out; ++r) {
+    EXPECT_EQ(y[r], cpu::vec_dot_q8_1(GgmlType::MXFP4, w.row(r), xq.data(), in));
+    // |error| <= sum over blocks of (amax/127/2) * sum |w| (rounding to nearest), plus slack.
+    cpu::dequantize_row(GgmlType::MXFP4, w.row(r), wrow.data(), in);
+    double bound = 1e-3;
+    for (int64_t b = 0; b < in / 32; ++b) {
+      double amax = 0, wsum = 0;
+      for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+        amax = std::max(amax, std::fabs(double(x[i])));
+        wsum += std::fabs(double(wrow[i]));
+      }
+      bound += amax / 127 / 2 * wsum * 1.01;
+    }
+    const double err = std::fabs(double(y[r]) - yf[r]);
+    EXPECT_LE(err, bound) << r;
+    max_err = std::max(max_err, err);
+  }
+  EXPECT_GT(max_err, 0.0);  // Q8_1 really quantized the activations
+  EXPECT_TRUE(dev::uses_q8_1(GgmlType::MXFP4));
+  EXPECT_FALSE(dev::uses_q8_1(GgmlType::F32));
+}
+
+TEST(DeviceCpu, RmsNormHandCase) {
+  auto d = dev::make_cpu_device(1);
+  std::vector<float> x = {3, 4}, w = {1, 2}, y(2);
+  d->rmsnorm(x.data(), w.data(), 1, 2, 0.0f, y.data());
+  EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(y[1], 2 * 4 / std::sqrt(12.5), 1e-6);
+}
+
+TEST(ExpertStore, SlicesSelectTheExpertsRows) {
+  const int64_t in = 4, out = 3, E = 5;
+  std::vector<float> merged(in * out * E);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < in * out; ++i) merged[e * in * out + i] = float(e * 100 + i);
+  staging::MergedExpertTensor t{GgmlType::F32, reinterpret_cast<const uint8_t*>(merged.data()), in, out, E, in * 4};
+  auto store = staging::make_memory_expert_store({{t, t, t}});
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  EXPECT_EQ((*store)->expert_count(), 5);
+  auto w = (*store)->get(0, 3, staging::ExpertProj::Down);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->out, out);
+  EXPECT_EQ(reinterpret_cast<const float*>(w->row(1))[2], 300 + 1 * 4 + 2);
+  EXPECT_FALSE((*store)->get(0, 5, staging::ExpertProj::Gate).ok());
+  EXPECT_FALSE((*store)->get(1, 0, staging::ExpertProj::Gate).ok());
+  staging::MergedExpertTensor bad = t;
+  bad.n_expert = 4;
+  EXPECT_FALSE(staging::make_memory_expert_store({{t, t, bad}}).ok());
+}
+
+}  // namespace
+}  // namespace ds4
