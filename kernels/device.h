@@ -47,6 +47,8 @@ class Buffer {
 
 /// The op launches. All float math is FP32; reductions are sequential per output element in the
 /// order stated on each op (8 interleaved partial sums for dot products, combined pairwise).
+/// Launches from several threads are serialized (each one uses all workers); an op must not be
+/// launched from inside a parallel_for body.
 class Device {
  public:
   virtual ~Device() = default;

@@ -177,10 +177,11 @@ class CpuDevice final : public Device {
       any_q8 = any_q8 || q8[k];
     }
     const int64_t q8_row_bytes = in / 32 * 36;
+    std::vector<uint8_t> xq;  // per call: concurrent sessions may share the device
     if (any_q8) {
       DS4_CHECK(in % 32 == 0);
-      xq_.resize(static_cast<size_t>(n * q8_row_bytes));
-      for (int64_t t = 0; t < n; ++t) cpu::quantize_row_q8_1(x + t * in, xq_.data() + t * q8_row_bytes, in);
+      xq.resize(static_cast<size_t>(n * q8_row_bytes));
+      for (int64_t t = 0; t < n; ++t) cpu::quantize_row_q8_1(x + t * in, xq.data() + t * q8_row_bytes, in);
     }
     int64_t tasks_per_w[2] = {0, 0};
     int64_t total = 0;
@@ -198,7 +199,7 @@ class CpuDevice final : public Device {
       for (int64_t r = r0; r < r1; ++r) {
         if (q8[k]) {
           for (int64_t t = 0; t < n; ++t)
-            y[t * w.out + r] = cpu::vec_dot_q8_1(w.type, w.row(r), xq_.data() + t * q8_row_bytes, in);
+            y[t * w.out + r] = cpu::vec_dot_q8_1(w.type, w.row(r), xq.data() + t * q8_row_bytes, in);
           continue;
         }
         const float* wr;
@@ -216,7 +217,6 @@ class CpuDevice final : public Device {
 
   ThreadPool pool_;
   std::string name_;
-  std::vector<uint8_t> xq_;
 };
 
 }  // namespace
