@@ -55,7 +55,9 @@ RopeTable ModelConfig::rope_table(int l) const {
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   std::vector<ExpectedTensor> v;
-  const int F32 = static_cast<int>(GgmlType::F32), I32 = static_cast<int>(GgmlType::I32);
+  // Float tensors may be any decodable type (public GGUFs store HC/norm tensors as F16 or F32);
+  // the engine decodes small ones to FP32 once at load. tid2eid must be I32.
+  const int F32 = -1, I32 = static_cast<int>(GgmlType::I32);
   const int64_t mix = (2 + c.hc) * c.hc, hcd = c.hc * c.dim;
   v.push_back({"token_embd.weight", {c.dim, c.vocab}, -1});
   v.push_back({"output_norm.weight", {c.dim}, F32});

@@ -3,12 +3,15 @@
 
 #include <string>
 
+#include "kernels/cpu/quant_ref.h"
+
 namespace ds4 {
 namespace {
 
 class Binder {
  public:
-  Binder(const gguf::GgufModel& f, uint64_t* bytes) : f_(f), bytes_(bytes) {}
+  Binder(const gguf::GgufModel& f, uint64_t* bytes, std::vector<std::vector<float>>* owned)
+      : f_(f), bytes_(bytes), owned_(owned) {}
   const gguf::TensorInfo* get(const std::string& name) {
     const gguf::TensorInfo* t = f_.find(name);
     if (!t || !t->data) {
@@ -29,9 +32,17 @@ class Binder {
     w.row_bytes = t->row_bytes();
     return w;
   }
+  /// A float vector/matrix as FP32: the mapped bytes when stored as F32, else decoded once into
+  /// a buffer owned by the weights (e.g. F16 HC tensors in public GGUFs).
   const float* f32(const std::string& name) {
     const gguf::TensorInfo* t = get(name);
-    return t ? reinterpret_cast<const float*>(t->data) : nullptr;
+    if (!t) return nullptr;
+    if (static_cast<GgmlType>(t->type) == GgmlType::F32) return reinterpret_cast<const float*>(t->data);
+    std::vector<float> v(static_cast<size_t>(t->nelements()));
+    for (int64_t r = 0; r < t->nrows(); ++r)
+      cpu::dequantize_row(static_cast<GgmlType>(t->type), t->data + r * t->row_bytes(), v.data() + r * t->ne[0], t->ne[0]);
+    owned_->push_back(std::move(v));
+    return owned_->back().data();
   }
   const int32_t* i32(const std::string& name) {
     const gguf::TensorInfo* t = get(name);
@@ -54,6 +65,7 @@ class Binder {
  private:
   const gguf::GgufModel& f_;
   uint64_t* bytes_;
+  std::vector<std::vector<float>>* owned_;
   std::string err_;
 };
 
@@ -61,7 +73,7 @@ class Binder {
 
 Result<ModelWeights> bind_weights(const gguf::GgufModel& file, const ModelConfig& c) {
   ModelWeights w;
-  Binder b(file, &w.bytes);
+  Binder b(file, &w.bytes, &w.owned);
   w.token_embd = b.mat("token_embd.weight");
   w.output = b.mat("output.weight");
   w.output_norm = b.f32("output_norm.weight");

@@ -1,7 +1,8 @@
 // engine/model_weights.h — DeepSeek-V4 weights bound to the tensors of a validated GGUF
 // (names: ../shared/reference/dsv4-architecture.md §6; shapes in ggml order, see
 // engine/model_config.cpp expected_tensors). Matrices are dev::WeightMatrix views into the mmap;
-// small F32 vectors are plain pointers. Routed experts are reached through staging::ExpertStore.
+// small float tensors (norms, mHC, ape, sinks, bias) are FP32 pointers (decoded once when stored
+// as F16/BF16). Routed experts are reached through staging::ExpertStore.
 #pragma once
 
 #include <memory>
@@ -65,6 +66,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::unique_ptr<staging::ExpertStore> experts;
   uint64_t bytes = 0;  // bytes of all bound tensors
+  /// FP32 copies of float tensors stored in another type (moving the vector keeps the buffers).
+  std::vector<std::vector<float>> owned;
 };
 
 /// Binds the weights of `file` (already validated against `c` by model_config_from_gguf).
