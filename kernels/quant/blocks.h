@@ -126,9 +126,11 @@ struct BlockNVFP4 {
 };
 
 namespace detail {
+// Iterates the table by value (no constexpr pointer comparisons: GCC rejects those under UBSan).
 constexpr bool geometry_is(GgmlType t, int64_t elems, int64_t bytes) {
-  const auto* g = ggml_type_geometry(uint32_t(t));
-  return g && g->block_elems == elems && g->block_bytes == bytes;
+  for (const auto& g : ds4::detail::kGgmlGeometry)
+    if (g.id == uint32_t(t)) return g.block_elems == elems && g.block_bytes == bytes;
+  return false;
 }
 }  // namespace detail
 
