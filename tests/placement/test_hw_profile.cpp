@@ -1,0 +1,123 @@
+// Hardware profile parsing: shipped profiles load, bad input gives one clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "placement/hw_profile.h"
+#include "tests/support/test_env.h"
+
+namespace ds4::placement {
+namespace {
+
+using nlohmann::json;
+
+json minimal_profile() {
+  return json::parse(R"({
+    "name": "t",
+    "numa_nodes": [{"id": 0, "memory_gib": 64, "cores": 8, "mem_read_gbps": 40,
+                    "cpu_expert_gbps": {"default": 10, "IQ2_XXS": 5}, "cpu_gflops": 100}],
+    "gpus": [{"name": "g", "numa_node": 0, "vram_gib": 22, "h2d_gbps": 11.5, "vram_gbps": 616,
+              "kernel_efficiency": 0.6, "tflops": 10}],
+    "links": {"h2d_aggregate_gbps": 11.5, "inter_socket_gbps": 16, "copy_latency_us": 8,
+              "allreduce_latency_us": 0, "allreduce_gbps": 6},
+    "host": {"memlock_gib": "unlimited", "reserved_gib": 4},
+    "runtime": {"vram_reserved_mib": 700, "layer_overhead_us": 60, "cpu_expert_latency_us": 15}
+  })");
+}
+
+std::string error_of(const json& j) {
+  auto r = parse_hw_profile(j.dump(), "p.json");
+  return r.ok() ? std::string("(no error)") : r.error().message;
+}
+
+TEST(HwProfile, ShippedProfilesLoad) {
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(test::source_dir() / "configs/hw")) {
+    if (f.path().extension() != ".json") continue;
+    auto p = load_hw_profile(f.path().string());
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    ++n;
+  }
+  EXPECT_GE(n, 4);
+  auto p = load_hw_profile((test::source_dir() / "configs/hw/4x2080ti-22g-pcie3-2s.json").string());
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->gpus.size(), 4u);
+  EXPECT_EQ(p->nodes.size(), 2u);
+  EXPECT_DOUBLE_EQ(p->gpus[0].h2d_gbps, 11.5);
+  EXPECT_DOUBLE_EQ(p->h2d_aggregate_gbps, 38.6);
+  EXPECT_EQ(p->gpus[0].vram_bytes, int64_t(22) << 30);
+  EXPECT_EQ(p->memlock_bytes, -1);
+}
+
+TEST(HwProfile, MinimalParsesAndRoundTrips) {
+  auto p = parse_hw_profile(minimal_profile().dump(), "p.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_DOUBLE_EQ(p->nodes[0].cpu_gbps_for("IQ2_XXS"), 5);
+  EXPECT_DOUBLE_EQ(p->nodes[0].cpu_gbps_for("Q2_K"), 10);  // default
+  auto q = parse_hw_profile(hw_profile_to_json(p.value()), "again.json");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->gpus[0].vram_bytes, p->gpus[0].vram_bytes);
+  EXPECT_EQ(q->host_reserved_bytes, p->host_reserved_bytes);
+  EXPECT_EQ(q->memlock_bytes, -1);
+}
+
+TEST(HwProfile, MissingKeyNamed) {
+  json j = minimal_profile();
+  j["gpus"][0].erase("h2d_gbps");
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("p.json: gpus[0]: missing key 'h2d_gbps'"), std::string::npos) << e;
+}
+
+TEST(HwProfile, UnknownKeyRejected) {
+  json j = minimal_profile();
+  j["links"]["h2d_gpbs"] = 3;  // typo must not fall back to a default
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("unknown key 'h2d_gpbs'"), std::string::npos) << e;
+}
+
+TEST(HwProfile, WrongTypeAndRange) {
+  json j = minimal_profile();
+  j["numa_nodes"][0]["memory_gib"] = "64";
+  EXPECT_NE(error_of(j).find("memory_gib: expected a number, found \"64\""), std::string::npos) << error_of(j);
+  j = minimal_profile();
+  j["gpus"][0]["kernel_efficiency"] = 1.5;
+  EXPECT_NE(error_of(j).find("kernel_efficiency"), std::string::npos);
+  j = minimal_profile();
+  j["gpus"][0]["vram_gib"] = -1;
+  EXPECT_NE(error_of(j).find("vram_gib: expected a positive number"), std::string::npos) << error_of(j);
+  j = minimal_profile();
+  j["host"]["memlock_gib"] = "lots";
+  EXPECT_NE(error_of(j).find("memlock_gib"), std::string::npos);
+  j = minimal_profile();
+  j["numa_nodes"][0]["cpu_expert_gbps"].erase("default");
+  EXPECT_NE(error_of(j).find("cpu_expert_gbps: missing key 'default'"), std::string::npos) << error_of(j);
+}
+
+TEST(HwProfile, BadReferencesAndCapacities) {
+  json j = minimal_profile();
+  j["gpus"][0]["numa_node"] = 3;
+  EXPECT_NE(error_of(j).find("gpus[0].numa_node: expected one of the numa_nodes ids, found 3"), std::string::npos)
+      << error_of(j);
+  j = minimal_profile();
+  j["numa_nodes"].push_back(j["numa_nodes"][0]);
+  EXPECT_NE(error_of(j).find("duplicate id 0"), std::string::npos);
+  j = minimal_profile();
+  j["host"]["reserved_gib"] = 100;
+  EXPECT_NE(error_of(j).find("reserved_gib"), std::string::npos);
+  j = minimal_profile();
+  j["numa_nodes"] = json::array();
+  EXPECT_NE(error_of(j).find("at least one node"), std::string::npos);
+}
+
+TEST(HwProfile, MalformedAndMissingFile) {
+  auto r = parse_hw_profile("{\"name\": ", "x.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "x.json: malformed JSON");
+  auto f = load_hw_profile("/nonexistent/profile.json");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("/nonexistent/profile.json: cannot open"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds4::placement
