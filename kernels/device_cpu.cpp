@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <immintrin.h>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,7 +19,45 @@
 
 namespace ds4::dev {
 
-float dot_f32(const float* a, const float* b, int64_t n) {
+namespace {
+
+/// The same order as dot_f32_scalar with AVX registers: lane k of one __m256 is s[k]; separate
+/// multiply and add (no FMA), so the result is bit-identical to the scalar loop.
+__attribute__((target("avx"))) float dot_f32_avx(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  alignas(32) float s[8];
+  _mm256_store_ps(s, acc);
+  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+
+/// Four dot products of row `w` with x0..x3, each in dot_f32's order (independent accumulator
+/// chains hide the add latency; every result is bit-identical to dot_f32(w, xk, n)).
+__attribute__((target("avx"))) void dot_f32_x4_avx(const float* w, const float* const* x, int64_t n,
+                                                  float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = _mm256_loadu_ps(w + i);
+    a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(x[0] + i)));
+    a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(x[1] + i)));
+    a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(x[2] + i)));
+    a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, _mm256_loadu_ps(x[3] + i)));
+  }
+  const __m256 acc[4] = {a0, a1, a2, a3};
+  for (int k = 0; k < 4; ++k) {
+    alignas(32) float s[8];
+    _mm256_store_ps(s, acc[k]);
+    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (int64_t j = i; j < n; ++j) r += w[j] * x[k][j];
+    out[k] = r;
+  }
+}
+
+float dot_f32_scalar(const float* a, const float* b, int64_t n) {
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -26,6 +65,14 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
   for (; i < n; ++i) r += a[i] * b[i];
   return r;
+}
+
+const bool kHaveAvx = __builtin_cpu_supports("avx");
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return kHaveAvx ? dot_f32_avx(a, b, n) : dot_f32_scalar(a, b, n);
 }
 
 bool uses_q8_1(GgmlType type) {
@@ -210,7 +257,16 @@ class CpuDevice final : public Device {
           cpu::dequantize_row(w.type, w.row(r), row.data(), in);
           wr = row.data();
         }
-        for (int64_t t = 0; t < n; ++t) y[t * w.out + r] = dot_f32(wr, x + t * in, in);
+        int64_t t = 0;
+        if (kHaveAvx) {
+          for (; t + 4 <= n; t += 4) {
+            const float* xs[4] = {x + t * in, x + (t + 1) * in, x + (t + 2) * in, x + (t + 3) * in};
+            float o[4];
+            dot_f32_x4_avx(wr, xs, in, o);
+            for (int k = 0; k < 4; ++k) y[(t + k) * w.out + r] = o[k];
+          }
+        }
+        for (; t < n; ++t) y[t * w.out + r] = dot_f32(wr, x + t * in, in);
       }
     });
   }

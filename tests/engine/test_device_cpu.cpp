@@ -89,6 +89,21 @@ TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
   EXPECT_FALSE(dev::uses_q8_1(GgmlType::F32));
 }
 
+// dot_f32's documented order (8 interleaved lanes, pairwise combine, ascending tail), written
+// out here independently: the (possibly vectorized) implementation must match it bit for bit.
+TEST(DeviceCpu, DotF32FollowsTheDocumentedOrderExactly) {
+  for (int64_t n : {0, 1, 7, 8, 9, 64, 131, 1000}) {
+    auto a = randn(n, 10 + n), b = randn(n, 20 + n);
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) s[k] = s[k] + a[i + k] * b[i + k];
+    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; ++i) r = r + a[i] * b[i];
+    EXPECT_EQ(dev::dot_f32(a.data(), b.data(), n), r) << n;
+  }
+}
+
 TEST(DeviceCpu, RmsNormHandCase) {
   auto d = dev::make_cpu_device(1);
   std::vector<float> x = {3, 4}, w = {1, 2}, y(2);
