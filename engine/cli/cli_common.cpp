@@ -1,0 +1,100 @@
+// engine/cli/cli_common.cpp — see cli_common.h.
+#include "engine/cli/cli_common.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/model_config.h"
+
+namespace ds4::cli {
+
+Result<std::string> read_text_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error{what + " '" + path + "': file not found"};
+  if (std::filesystem::is_directory(path, ec)) return Error{what + " '" + path + "': is a directory, expected a file"};
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Error{what + " '" + path + "': cannot open (" + std::strerror(errno) + ")"};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source, int64_t vocab) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (true) {
+    while (i < n && is_space(text[i])) ++i;
+    if (i >= n) break;
+    size_t j = i;
+    while (j < n && !is_space(text[j])) ++j;
+    std::string_view tok(text.data() + i, j - i);
+    const size_t index = ids.size() + 1;
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (ec != std::errc() || p != tok.data() + tok.size())
+      return Error{source + ": token " + std::to_string(index) + ": expected a non-negative integer id, found \"" +
+                   std::string(tok.substr(0, 40)) + "\""};
+    if (v < 0 || v >= vocab)
+      return Error{source + ": token " + std::to_string(index) + ": id " + std::to_string(v) +
+                   " is out of range, expected 0 <= id < vocab_size " + std::to_string(vocab)};
+    ids.push_back(int32_t(v));
+    i = j;
+  }
+  if (ids.empty()) return Error{source + ": expected at least one whitespace-separated token id, found none"};
+  return ids;
+}
+
+Result<Activations> parse_activations(const std::string& s) {
+  if (s == "f32") return Activations::F32;
+  if (s == "q8") return Activations::Q8;
+  return Error{"--activations: expected f32 or q8, found \"" + s + "\""};
+}
+
+const char* activations_name(Activations a) { return a == Activations::Q8 ? "q8" : "f32"; }
+
+Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command) {
+  DS4_TRY(Activations acts, parse_activations(a.activations));
+  if (a.threads < 0) return Error{"-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(a.threads)};
+  std::error_code ec;
+  if (!std::filesystem::exists(a.model, ec)) return Error{"-m/--model '" + a.model + "': file not found"};
+  ModelOptions mo;
+  mo.activations = acts;
+  mo.threads = a.threads;
+  auto t0 = std::chrono::steady_clock::now();
+  DS4_TRY(std::shared_ptr<Model> m, Model::load(a.model, mo));
+  const ModelConfig& c = m->config();
+  std::fprintf(stderr,
+               "%s: model %s: %d layers, dim %lld, vocab %lld, %d experts (top-%d), weights %.1f MiB, loaded in %.2f s\n",
+               command, a.model.c_str(), c.n_layer, (long long)c.dim, (long long)c.vocab, c.n_expert, c.n_expert_used,
+               double(m->weight_bytes()) / (1024.0 * 1024.0), seconds_since(t0));
+  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s\n", command,
+               activations_name(acts), activations_name(m->options().activations), m->options().threads,
+               m->options().threads == 0 ? " (all)" : "");
+  return m;
+}
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return uint64_t(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int fail(const char* command, const std::string& message) {
+  std::fprintf(stderr, "ds4-offload %s: error: %s\n", command, message.c_str());
+  return 1;
+}
+
+}  // namespace ds4::cli

@@ -1,0 +1,50 @@
+// engine/cli/cli_common.h — helpers shared by the run / score / perplexity / make-tiny subcommands:
+// input files, token-id lists, --activations, model loading with the effective settings printed,
+// timing and peak memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ds4/result.h"
+#include "engine/session.h"
+
+namespace ds4::cli {
+
+/// Reads a whole file (binary). Error: "<what> '<path>': cannot open (...)".
+Result<std::string> read_text_file(const std::string& path, const std::string& what);
+
+/// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index and the
+/// text found: a non-integer, a negative id, an id >= `vocab`, or no ids at all.
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source, int64_t vocab);
+
+/// Parses --activations: "f32" or "q8".
+Result<Activations> parse_activations(const std::string& s);
+/// "f32" / "q8".
+const char* activations_name(Activations a);
+
+/// Settings common to the model-running subcommands.
+struct ModelArgs {
+  std::string model;
+  std::string activations = "f32";  // default printed in --help and on every run
+  int threads = 0;                  // 0 = all hardware threads
+};
+
+/// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
+/// default and effective --activations. Errors: missing file, bad --activations or threads, and
+/// every load error of Model::load.
+Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command);
+
+/// Peak resident set size of this process in bytes (getrusage ru_maxrss).
+uint64_t peak_rss_bytes();
+
+/// Seconds since `t0` on the steady clock.
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+/// Prints "ds4-offload <command>: error: <message>" to stderr and returns exit code 1.
+int fail(const char* command, const std::string& message);
+
+}  // namespace ds4::cli

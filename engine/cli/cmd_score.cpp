@@ -1,0 +1,88 @@
+// engine/cli/cmd_score.cpp — `ds4-offload score -m MODEL --token-ids FILE --logits-out FILE`:
+// teacher-forced logits for every position of a token-id sequence, as little-endian float32
+// [positions x vocab] (row-major). Used by the golden tests.
+#include <bit>
+#include <cstdio>
+#include <vector>
+
+#include "engine/cli/cli_common.h"
+#include "engine/cli/command.h"
+#include "engine/model_config.h"
+
+namespace ds4::cli {
+namespace {
+
+struct ScoreArgs {
+  ModelArgs model;
+  std::string ids_file;
+  std::string logits_out;
+  int chunk = 0;  // 0 = whole sequence in one eval
+};
+ScoreArgs args;
+
+CLI::App* setup(CLI::App& app) {
+  auto* s = app.add_subcommand("score", "Teacher-forced logits of a token-id sequence, written as float32 [positions x vocab]");
+  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("--token-ids", args.ids_file, "File of whitespace-separated token ids")->required();
+  s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab]")->required();
+  s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
+      ->capture_default_str();
+  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  return s;
+}
+
+int run() {
+  static_assert(std::endian::native == std::endian::little, "score writes the host's float32 bytes");
+  const char* cmd = "score";
+  if (args.chunk < 0) return fail(cmd, "--chunk: expected >= 0, found " + std::to_string(args.chunk));
+  auto text = read_text_file(args.ids_file, "--token-ids");
+  if (!text) return fail(cmd, text.error().message);
+  auto model = load_model(args.model, cmd);
+  if (!model) return fail(cmd, model.error().message);
+  std::shared_ptr<Model> m = model.value();
+  const int64_t vocab = m->config().vocab;
+  auto ids = parse_token_ids(text.value(), args.ids_file, vocab);
+  if (!ids) return fail(cmd, ids.error().message);
+  const auto& t = ids.value();
+  if (int64_t(t.size()) > m->config().n_ctx)
+    return fail(cmd, args.ids_file + ": " + std::to_string(t.size()) + " tokens exceed the model's context_length " +
+                         std::to_string(m->config().n_ctx));
+  std::FILE* out = std::fopen(args.logits_out.c_str(), "wb");
+  if (!out) return fail(cmd, "--logits-out '" + args.logits_out + "': cannot create the file");
+  auto session = Session::create(m);
+  if (!session) {
+    std::fclose(out);
+    return fail(cmd, session.error().message);
+  }
+  const size_t chunk = args.chunk > 0 ? size_t(args.chunk) : t.size();
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < t.size(); i += chunk) {
+    const size_t n = std::min(chunk, t.size() - i);
+    if (auto r = session.value()->eval(std::span<const int32_t>(t.data() + i, n), &logits, nullptr); !r) {
+      std::fclose(out);
+      return fail(cmd, r.error().message);
+    }
+    if (logits.size() != n * size_t(vocab)) {
+      std::fclose(out);
+      return fail(cmd, "internal: eval returned " + std::to_string(logits.size()) + " logits, expected " +
+                           std::to_string(n * size_t(vocab)));
+    }
+    if (std::fwrite(logits.data(), sizeof(float), logits.size(), out) != logits.size()) {
+      std::fclose(out);
+      return fail(cmd, "--logits-out '" + args.logits_out + "': write failed (disk full?)");
+    }
+  }
+  const double secs = seconds_since(t0);
+  if (std::fclose(out) != 0) return fail(cmd, "--logits-out '" + args.logits_out + "': close failed");
+  std::fprintf(stderr, "score: %zu positions x %lld vocab -> %s (%.3f s, %.1f tok/s), peak memory %.1f MiB\n",
+               t.size(), (long long)vocab, args.logits_out.c_str(), secs, secs > 0 ? double(t.size()) / secs : 0.0,
+               double(peak_rss_bytes()) / (1024.0 * 1024.0));
+  return 0;
+}
+
+const CommandRegistrar reg{{"score", setup, run}};
+
+}  // namespace
+}  // namespace ds4::cli
