@@ -11,8 +11,8 @@
 
 #include "engine/compressor.h"
 #include "engine/forward.h"
+#include "engine/indexer_score.h"
 #include "engine/sparse_attention.h"
-#include "engine/topk.h"
 
 namespace ds4 {
 
@@ -52,18 +52,10 @@ void Forward::indexer(int l, const float* x, const float* qr, int64_t n, int64_t
     const int64_t pos = pos0 + t;
     float* qt = q.data() + t * H * D;
     for (int64_t h = 0; h < H; ++h) L.rope.apply(qt + h * D, D, pos, false);
-    const int64_t nvis = compressed_visible(pos, 4);
-    std::vector<float> score(static_cast<size_t>(nvis));
-    for (int64_t j = 0; j < nvis; ++j) {
-      const float* k = ls.ikv.data() + j * D;
-      float s = 0;
-      for (int64_t h = 0; h < H; ++h) {
-        const float dotv = dev::dot_f32(qt + h * D, k, D);
-        s += std::max(dotv, 0.0f) * (wts[t * H + h] * wscale);
-      }
-      score[j] = s;
-    }
-    std::vector<int32_t> top = topk_desc(score.data(), nvis, c_.idx_topk);
+    std::vector<float> wt(static_cast<size_t>(H));
+    for (int64_t h = 0; h < H; ++h) wt[h] = wts[t * H + h] * wscale;
+    std::vector<int32_t> top = indexer_select(qt, wt.data(), H, D, ls.ikv.data(),
+                                              compressed_visible(pos, 4), c_.idx_topk);
     (*sel)[t] = std::move(top);
   });
 }

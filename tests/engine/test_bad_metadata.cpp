@@ -16,7 +16,7 @@ namespace {
 
 /// Copies the fixture into `path`, letting `edit` change metadata and `skip` drop tensors.
 void write_variant(const std::string& path, const std::function<void(gguf::Metadata&)>& edit,
-                   const std::set<std::string>& skip) {
+                   const std::set<std::string>& skip, bool add_extra = false) {
   auto src = gguf::GgufModel::open(test::tiny_gguf().string());
   ASSERT_TRUE(src.ok()) << src.error().message;
   gguf::GgufWriter w;
@@ -27,6 +27,11 @@ void write_variant(const std::string& path, const std::function<void(gguf::Metad
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
     auto r = w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
     ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  if (add_extra) {
+    const float v[4] = {1, 2, 3, 4};
+    auto e = w.add_tensor("blk.1.attn_bogus.weight", 0, {4}, v, sizeof v);
+    ASSERT_TRUE(e.ok()) << e.error().message;
   }
   auto r = w.write(path);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -56,7 +61,7 @@ TEST(BadMetadata, AllProblemsListedInOneMessage) {
         m.set("deepseek4.attention.compress_ratios",
               gguf::Value::make_array_u32({0, 0, 4, 128, 4}));                           // 5 entries
       },
-      {"blk.3.attn_kv.weight"});
+      {"blk.3.attn_kv.weight"}, true);
   const std::string e = load_error(path);
   std::printf("refusal message:\n%s\n", e.c_str());
   ASSERT_FALSE(e.empty());
@@ -66,6 +71,7 @@ TEST(BadMetadata, AllProblemsListedInOneMessage) {
   EXPECT_NE(e.find("blk.3.attn_kv.weight"), std::string::npos);       // missing tensor
   EXPECT_NE(e.find("missing"), std::string::npos);
   EXPECT_NE(e.find("'blk.2.ffn_gate_exps.weight': expected ne[2] = expert_count 8"), std::string::npos);
+  EXPECT_NE(e.find("'blk.1.attn_bogus.weight': unexpected"), std::string::npos);
 }
 
 TEST(BadMetadata, EachProblemAloneIsRefused) {

@@ -1,0 +1,35 @@
+// Unit tests of the lightning indexer's block scores and top-k (engine/indexer_score.h).
+#include <gtest/gtest.h>
+
+#include "engine/indexer_score.h"
+
+namespace ds4 {
+namespace {
+
+// H = 2 heads, D = 2. Head 0 looks along x, head 1 along y; keys are unit vectors.
+TEST(Indexer, ScoresSumWeightedReluOverHeads) {
+  const float q[4] = {1, 0, 0, 2};        // q_0 = (1,0), q_1 = (0,2)
+  const float w[2] = {3, 0.5f};
+  const float keys[8] = {1, 0,  0, 1,  -1, 0,  1, -1};
+  float s[4];
+  indexer_scores(q, w, 2, 2, keys, 4, s);
+  EXPECT_FLOAT_EQ(s[0], 3 * 1 + 0.5f * 0);   // (1,0)
+  EXPECT_FLOAT_EQ(s[1], 3 * 0 + 0.5f * 2);   // (0,1)
+  EXPECT_FLOAT_EQ(s[2], 0.0f);               // (-1,0): relu removes head 0's -1
+  EXPECT_FLOAT_EQ(s[3], 3 * 1 + 0.0f);       // (1,-1): head 1 gives -2 -> relu 0
+}
+
+TEST(Indexer, TopKTiesGoToLowerBlockAndCountIsClampedToVisible) {
+  const float q[2] = {1, 0};
+  const float w[1] = {1};
+  // Blocks 0..4 with scores 1, 2, 2, 0, 2.
+  const float keys[10] = {1, 0, 2, 0, 2, 0, 0, 5, 2, 0};
+  EXPECT_EQ(indexer_select(q, w, 1, 2, keys, 5, 2), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(indexer_select(q, w, 1, 2, keys, 5, 4), (std::vector<int32_t>{1, 2, 4, 0}));
+  // Only 3 blocks visible: block 4 cannot be chosen, k clamps to 3.
+  EXPECT_EQ(indexer_select(q, w, 1, 2, keys, 3, 8), (std::vector<int32_t>{1, 2, 0}));
+  EXPECT_TRUE(indexer_select(q, w, 1, 2, keys, 0, 8).empty());
+}
+
+}  // namespace
+}  // namespace ds4
