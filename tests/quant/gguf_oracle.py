@@ -6,6 +6,10 @@ Commands:
   quant TYPE IN OUT     float32 (IN, length multiple of the block size) -> raw blocks (OUT)
   gridhash OUT          FNV-1a 64 of each lookup table, computed from gguf-py's own unpacking
                         (quants.<cls>.init_grid()), one "name count hash" line per table
+  fixture DIR OUTDIR    from the dsv4-tiny fixture (DIR), extract DeepSeek FP8/FP4 tensors of the
+                        safetensors checkpoint and their counterparts in dsv4-tiny-mxfp4.gguf (F32
+                        dequantized / MXFP4 repacked by the fixture's author) as raw files, plus
+                        OUTDIR/manifest.txt lines "kind name rows cols"
 Exit status 0 on success; any exception propagates (non-zero).
 """
 import sys
@@ -74,6 +78,61 @@ def gridhash(dst: str) -> None:
         f.write("\n".join(lines) + "\n")
 
 
+def read_safetensors(paths):
+    import json
+    import struct
+    tensors = {}
+    for path in paths:
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            a, b = info["data_offsets"]
+            tensors[name] = (info["dtype"], info["shape"], data[a:b])
+    return tensors
+
+
+def fixture(src: str, out: str) -> None:
+    import glob
+    import os
+    from gguf import GGUFReader
+    st = read_safetensors(sorted(glob.glob(os.path.join(src, "model-*.safetensors"))))
+    gg = {t.name: t for t in GGUFReader(os.path.join(src, "dsv4-tiny-mxfp4.gguf")).tensors}
+    lines = []
+    fp8 = [("layers.0.attn.wq_a", "blk.0.attn_q_a.weight"), ("layers.0.attn.wq_b", "blk.0.attn_q_b.weight"),
+           ("layers.0.attn.wo_a", "blk.0.attn_output_a.weight"), ("layers.3.attn.wkv", "blk.3.attn_kv.weight")]
+    for ds, gname in fp8:
+        dtype, shape, w = st[ds + ".weight"]
+        sdtype, _, sc = st[ds + ".scale"]
+        assert dtype == "F8_E4M3" and sdtype == "F8_E8M0", (dtype, sdtype)
+        name = gname.replace(".", "_")
+        open(os.path.join(out, name + ".w"), "wb").write(w)
+        open(os.path.join(out, name + ".s"), "wb").write(sc)
+        open(os.path.join(out, name + ".g"), "wb").write(np.ascontiguousarray(gg[gname].data).tobytes())
+        lines.append(f"fp8 {name} {shape[0]} {shape[1]}")
+    for layer in (2, 5):
+        for wi, gname in (("w1", "ffn_gate_exps"), ("w2", "ffn_down_exps"), ("w3", "ffn_up_exps")):
+            g = gg[f"blk.{layer}.{gname}.weight"]
+            n_exp = int(g.shape[2])
+            ws, ss, shape = [], [], None
+            for e in range(n_exp):
+                dtype, shape, w = st[f"layers.{layer}.ffn.experts.{e}.{wi}.weight"]
+                sdtype, _, sc = st[f"layers.{layer}.ffn.experts.{e}.{wi}.scale"]
+                assert dtype == "I8" and sdtype == "F8_E8M0", (dtype, sdtype)
+                ws.append(w)
+                ss.append(sc)
+            name = f"blk_{layer}_{gname}"
+            open(os.path.join(out, name + ".w"), "wb").write(b"".join(ws))
+            open(os.path.join(out, name + ".s"), "wb").write(b"".join(ss))
+            open(os.path.join(out, name + ".g"), "wb").write(np.ascontiguousarray(g.data).tobytes())
+            lines.append(f"fp4 {name} {n_exp * shape[0]} {2 * shape[1]}")
+    with open(os.path.join(out, "manifest.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main() -> int:
     cmd = sys.argv[1]
     if cmd == "dequant":
@@ -82,6 +141,8 @@ def main() -> int:
         quant(*sys.argv[2:5])
     elif cmd == "gridhash":
         gridhash(sys.argv[2])
+    elif cmd == "fixture":
+        fixture(sys.argv[2], sys.argv[3])
     else:
         raise SystemExit(f"unknown command {cmd}")
     return 0

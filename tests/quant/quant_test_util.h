@@ -57,8 +57,9 @@ inline bool oracle_available() {
 
 /// Runs tests/quant/gguf_oracle.py with `args`; returns the exit status (0 = success).
 inline int run_oracle(const std::string& args) {
-  const std::string cmd = "\"" + python() + "\" \"" +
-                          (source_dir() / "tests/quant/gguf_oracle.py").string() + "\" " + args;
+  std::string cmd;  // appended piecewise (GCC 12 -Wrestrict false positive on chained operator+)
+  cmd.append("\"").append(python()).append("\" \"");
+  cmd.append((source_dir() / "tests/quant/gguf_oracle.py").string()).append("\" ").append(args);
   return std::system(cmd.c_str());
 }
 
