@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/decode.h"
@@ -88,66 +89,107 @@ void quantize_q2_k_block(const float* x, BlockQ2_K& b) {
 }
 
 // ---------------------------------------------------------------- IQ2 (XXS, XS)
-/// Best entry of an IQ2 grid for 8 values at scale db: returns squared error, writes the grid
-/// index and the 7-bit ksigns index (signs of x, cheapest flip when the count is odd).
-float iq2_best_entry(const float* x, float db, uint64_t (*grid_at)(int), int n_grid, int* idx,
-                     int* sign7) {
-  float ax[8];
-  int neg = 0, nneg = 0;
-  for (int j = 0; j < 8; ++j) {
-    ax[j] = std::fabs(x[j]);
-    if (x[j] < 0.0f) {
-      neg |= 1 << j;
-      ++nneg;
-    }
-  }
-  const bool odd = (nneg & 1) != 0;
-  float best = std::numeric_limits<float>::infinity();
-  int best_i = 0, best_flip = -1;
-  for (int gi = 0; gi < n_grid; ++gi) {
-    const uint64_t g = grid_at(gi);
-    float err = 0.0f;
-    float min_extra = std::numeric_limits<float>::infinity();
-    int flip = -1;
-    for (int j = 0; j < 8; ++j) {
-      const float gv = db * float(grid_u8(g, j));
-      const float r = ax[j] - gv;
-      err += r * r;
-      if (odd) {
-        const float extra = 4.0f * ax[j] * gv;
-        if (extra < min_extra) {
-          min_extra = extra;
-          flip = j;
-        }
+/// An IQ2 grid as floats with per-entry sum of squares (built once per grid).
+struct Iq2Grid {
+  int n = 0;
+  std::vector<float> g;   // n x 8
+  std::vector<float> g2;  // sum_j g_j^2
+  explicit Iq2Grid(uint64_t (*grid_at)(int), int count) : n(count), g(size_t(count) * 8), g2(size_t(count)) {
+    for (int i = 0; i < n; ++i) {
+      float s = 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        const float v = float(grid_u8(grid_at(i), j));
+        g[size_t(i) * 8 + size_t(j)] = v;
+        s += v * v;
       }
-    }
-    if (odd) err += min_extra;
-    if (err < best) {
-      best = err;
-      best_i = gi;
-      best_flip = flip;
+      g2[size_t(i)] = s;
     }
   }
-  int pattern = neg;
-  if (odd) pattern ^= 1 << best_flip;  // now an even number of sign bits
-  *idx = best_i;
-  *sign7 = pattern & 127;  // ksigns_iq2xs restores bit 7 from the parity
-  return best;
+};
+
+const Iq2Grid& grid_xxs() {
+  static const Iq2Grid g(iq2xxs_grid, 256);
+  return g;
+}
+const Iq2Grid& grid_xs() {
+  static const Iq2Grid g(iq2xs_grid, 512);
+  return g;
 }
 
-uint64_t grid_xxs(int i) { return iq2xxs_grid(i); }
-uint64_t grid_xs(int i) { return iq2xs_grid(i); }
+/// Scale-independent terms of one 8-value entry against every grid entry: with a = |x|,
+/// err(db, i) = A - 2*db*dot_i + db^2*g2_i (+ 4*db*minp_i when x has an odd number of negative
+/// values: the ksigns parity rule forces one sign flip; the cheapest is the smallest a_j*g_j).
+struct Iq2Entry {
+  float a2 = 0.0f;
+  bool odd = false;
+  int neg = 0;
+  std::vector<float> dot, minp;
+  std::vector<int> flip;
+  void prepare(const float* x, const Iq2Grid& grid) {
+    float a[8];
+    int nneg = 0;
+    neg = 0;
+    a2 = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      a[j] = std::fabs(x[j]);
+      a2 += a[j] * a[j];
+      if (x[j] < 0.0f) {
+        neg |= 1 << j;
+        ++nneg;
+      }
+    }
+    odd = (nneg & 1) != 0;
+    dot.assign(size_t(grid.n), 0.0f);
+    minp.assign(size_t(grid.n), 0.0f);
+    flip.assign(size_t(grid.n), 0);
+    for (int i = 0; i < grid.n; ++i) {
+      const float* gi = &grid.g[size_t(i) * 8];
+      float d = 0.0f, mp = std::numeric_limits<float>::infinity();
+      int fj = 0;
+      for (int j = 0; j < 8; ++j) {
+        const float p = a[j] * gi[j];
+        d += p;
+        if (p < mp) {
+          mp = p;
+          fj = j;
+        }
+      }
+      dot[size_t(i)] = d;
+      minp[size_t(i)] = mp;
+      flip[size_t(i)] = fj;
+    }
+  }
+  /// Best entry at scale db: returns its squared error, writes grid index and 7-bit sign index.
+  float best(const Iq2Grid& grid, float db, int* idx, int* sign7) const {
+    float best_err = std::numeric_limits<float>::infinity();
+    int bi = 0;
+    for (int i = 0; i < grid.n; ++i) {
+      float err = a2 - 2.0f * db * dot[size_t(i)] + db * db * grid.g2[size_t(i)];
+      if (odd) err += 4.0f * db * minp[size_t(i)];
+      if (err < best_err) {
+        best_err = err;
+        bi = i;
+      }
+    }
+    int pattern = neg;
+    if (odd) pattern ^= 1 << flip[size_t(bi)];  // now an even number of sign bits
+    *idx = bi;
+    *sign7 = pattern & 127;  // ksigns_iq2xs restores bit 7 from the parity
+    return best_err;
+  }
+};
 
 /// Best 4-bit scale for `len` (16 or 32) values encoded as len/8 entries.
-int iq2_search(const float* x, int len, float df, uint64_t (*grid_at)(int), int n_grid, int* idx,
-               int* sign7) {
+int iq2_search(const float* x, int len, float df, const Iq2Grid& grid, int* idx, int* sign7) {
+  Iq2Entry e[4];
+  for (int l = 0; l < len / 8; ++l) e[l].prepare(x + 8 * l, grid);
   float best = std::numeric_limits<float>::infinity();
   int best_s = 0;
   for (int s = 0; s < 16; ++s) {
     const float db = iq2_scale(df, s);
     float err = 0.0f;
     int ti[4], ts[4];
-    for (int l = 0; l < len / 8; ++l) err += iq2_best_entry(x + 8 * l, db, grid_at, n_grid, &ti[l], &ts[l]);
+    for (int l = 0; l < len / 8; ++l) err += e[l].best(grid, db, &ti[l], &ts[l]);
     if (err < best) {
       best = err;
       best_s = s;
@@ -163,7 +205,7 @@ void quantize_iq2_xxs_block(const float* x, BlockIQ2_XXS& b) {
   b.d = scale_fp16(abs_max(x, 256) / (43.0f * 31.0f / 8.0f), &df);
   for (int g = 0; g < 8; ++g) {
     int idx[4] = {}, sign7[4] = {};
-    const int s = df > 0.0f ? iq2_search(x + 32 * g, 32, df, grid_xxs, 256, idx, sign7) : 0;
+    const int s = df > 0.0f ? iq2_search(x + 32 * g, 32, df, grid_xxs(), idx, sign7) : 0;
     uint32_t a0 = 0, a1 = uint32_t(s) << 28;
     for (int l = 0; l < 4; ++l) {
       a0 |= uint32_t(idx[l]) << (8 * l);
@@ -183,7 +225,7 @@ void quantize_iq2_xs_block(const float* x, BlockIQ2_XS& b) {
     int s[2] = {0, 0};
     for (int h = 0; h < 2; ++h) {
       int idx[2] = {}, sign7[2] = {};
-      if (df > 0.0f) s[h] = iq2_search(x + 32 * g + 16 * h, 16, df, grid_xs, 512, idx, sign7);
+      if (df > 0.0f) s[h] = iq2_search(x + 32 * g + 16 * h, 16, df, grid_xs(), idx, sign7);
       for (int l = 0; l < 2; ++l) b.qs[4 * g + 2 * h + l] = uint16_t(idx[l] | (sign7[l] << 9));
     }
     b.scales[g] = uint8_t(s[0] | (s[1] << 4));
