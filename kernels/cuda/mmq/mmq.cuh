@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common/chunk_decode.cuh"
+#include "kernels/cuda/mmq/lane_tree.h"
 #include "kernels/cuda/quant_matmul.h"
 
 namespace ds4::cuda {
@@ -46,7 +47,7 @@ struct MmqSmem {
   int asum[kMmqKs][kMmqCols][2];
 };
 
-/// 5-bit bit reversal.
+/// 5-bit bit reversal (= lane_of_leaf).
 __device__ __forceinline__ int bitrev5(int t) { return int(__brev(unsigned(t)) >> 27); }
 
 /// Exact 8x8x16 int8 product: (d0, d1) = S for (row lane/4, cols 2*(lane%4) + {0, 1}).
@@ -178,17 +179,10 @@ __global__ void __launch_bounds__(kMmqThreads)
     int i = 0;
     while (t < 32) {
       if (b >= nchunks) {  // leaf t complete: fold cur into the stack
-        const int tz = __ffs(~t) - 1;  // trailing one bits of t (5 for t = 31)
 #pragma unroll
         for (int o = 0; o < 8; ++o) {
-          float x = cur[o];
-#pragma unroll
-          for (int s = 0; s < 5; ++s)
-            if (s < tz) x = __fadd_rn(st[o][s], x);
-#pragma unroll
-          for (int s = 0; s < 5; ++s)
-            if (s == tz) st[o][s] = x;
-          cur[o] = tz == 5 ? x : 0.0f;
+          const float x = lane_tree_fold(st[o], cur[o], t);
+          cur[o] = t == 31 ? x : 0.0f;
         }
         ++t;
         b = t < 32 ? bitrev5(t) : 0;
