@@ -8,6 +8,8 @@
 // first zero bit: the same additions with the same operands as the butterfly.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/quant/scalar_formats.h"
 
 namespace ds4::cuda {
@@ -33,6 +35,46 @@ DS4_HD inline float lane_tree_fold(float* stack, float x, int t) {
   for (int s = 0; s < 5; ++s)
     if (s == tz) stack[s] = x;
   return x;
+}
+
+
+/// Position in the MMQ K walk: leaf t (0..31; 32 = finished) and the next chunk b of lane
+/// lane_of_leaf(t). The walk visits, for t = 0..31, the chunks b = lane, lane+32, ... < nchunks
+/// ("chunk" events), then a "leaf done" event (also for a lane without chunks).
+struct LaneWalk {
+  int t = 0;
+  int64_t b = 0;
+};
+
+/// Kinds of walk events.
+enum class WalkEvent { Chunk, LeafDone, End };
+
+/// The event at the walk's current position.
+DS4_HD inline WalkEvent lane_walk_event(const LaneWalk& w, int64_t nchunks) {
+  if (w.t >= 32) return WalkEvent::End;
+  return w.b < nchunks ? WalkEvent::Chunk : WalkEvent::LeafDone;
+}
+
+/// Moves past the current event.
+DS4_HD inline void lane_walk_advance(LaneWalk& w, int64_t nchunks) {
+  if (w.b < nchunks) {
+    w.b += 32;
+  } else {
+    ++w.t;
+    w.b = w.t < 32 ? lane_of_leaf(w.t) : 0;
+  }
+}
+
+/// Writes the chunks of the next (up to) `ks` chunk events from `w` to gb; returns their count.
+DS4_HD inline int lane_walk_peek(LaneWalk w, int64_t nchunks, int64_t* gb, int ks) {
+  int n = 0;
+  while (n < ks) {
+    const WalkEvent e = lane_walk_event(w, nchunks);
+    if (e == WalkEvent::End) break;
+    if (e == WalkEvent::Chunk) gb[n++] = w.b;
+    lane_walk_advance(w, nchunks);
+  }
+  return n;
 }
 
 }  // namespace ds4::cuda

@@ -7,11 +7,10 @@
 //
 // K order (the contract, kernels/quant/dot_q8_1.h): contract lane l = sum over chunks l, l+32, ...
 // in ascending order starting from 0.0f; the row result is the 16-8-4-2-1 butterfly over the 32
-// lanes, which is a complete binary tree whose leaves, left to right, are lanes bitrev5(0..31).
-// So the block walks leaves t = 0..31, for each the chunks of lane bitrev5(t) ascending, and folds
-// finished leaves into a 5-entry stack (binary counter: leaf t is combined with the stack entries
-// of its trailing one bits, left operand first). This reproduces the butterfly's additions
-// exactly with 6 floats per output instead of 32. Chunks are staged kKs at a time: decoded once
+// lanes. The block follows the LaneWalk of lane_tree.h (leaves in bit-reversed lane order, each
+// leaf's chunks ascending, finished leaves folded into a 5-entry stack), which reproduces the
+// butterfly's additions exactly with 6 floats per output instead of 32 (host-tested in
+// tests/gpu/test_cuda_host_helpers.cpp). Chunks are staged kKs at a time: decoded once
 // per block into shared memory (int8 lanes + ChunkMeta) and shared by the 16 columns.
 //
 // Integer sums: mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 (sm_75+) or DP4A (kMma = false
@@ -46,9 +45,6 @@ struct MmqSmem {
   float da[kMmqKs][kMmqCols];
   int asum[kMmqKs][kMmqCols][2];
 };
-
-/// 5-bit bit reversal (= lane_of_leaf).
-__device__ __forceinline__ int bitrev5(int t) { return int(__brev(unsigned(t)) >> 27); }
 
 /// Exact 8x8x16 int8 product: (d0, d1) = S for (row lane/4, cols 2*(lane%4) + {0, 1}).
 template <bool kMma>
@@ -113,25 +109,11 @@ __global__ void __launch_bounds__(kMmqThreads)
     for (int s = 0; s < 5; ++s) st[o][s] = 0.0f;
   }
 
-  int t = 0;        // current leaf
-  int64_t b = 0;    // next chunk of leaf t (lane bitrev5(t) = 0 for t = 0)
-  while (t < 32) {
-    // Collect the next kMmqKs chunks of the walk (all threads compute the same list).
+  LaneWalk walk;
+  while (lane_walk_event(walk, nchunks) != WalkEvent::End) {
+    // The next kMmqKs chunks of the walk (all threads compute the same list).
     int64_t gb[kMmqKs];
-    int n = 0;
-    {
-      int tt = t;
-      int64_t bb = b;
-      while (n < kMmqKs && tt < 32) {
-        if (bb < nchunks) {
-          gb[n++] = bb;
-          bb += 32;
-        } else {
-          ++tt;
-          bb = tt < 32 ? bitrev5(tt) : 0;
-        }
-      }
-    }
+    const int n = lane_walk_peek(walk, nchunks, gb, kMmqKs);
     // Stage: decode weight chunks (one task = one row of one slot) ...
     for (int task = tid; task < kMmqKs * kMmqRows; task += kMmqThreads) {
       const int slot = task / kMmqRows, r = task % kMmqRows;
@@ -175,20 +157,21 @@ __global__ void __launch_bounds__(kMmqThreads)
     }
     __syncthreads();
 
-    // Replay the walk: process staged chunks, fold finished leaves.
+    // Replay the walk: process the staged chunks in order, fold finished leaves.
     int i = 0;
-    while (t < 32) {
-      if (b >= nchunks) {  // leaf t complete: fold cur into the stack
+    for (;;) {
+      const WalkEvent ev = lane_walk_event(walk, nchunks);
+      if (ev == WalkEvent::End) break;
+      if (ev == WalkEvent::LeafDone) {
 #pragma unroll
         for (int o = 0; o < 8; ++o) {
-          const float x = lane_tree_fold(st[o], cur[o], t);
-          cur[o] = t == 31 ? x : 0.0f;
+          const float x = lane_tree_fold(st[o], cur[o], walk.t);
+          cur[o] = walk.t == 31 ? x : 0.0f;
         }
-        ++t;
-        b = t < 32 ? bitrev5(t) : 0;
+        lane_walk_advance(walk, nchunks);
         continue;
       }
-      if (i == n) break;
+      if (i == n) break;  // next chunk not staged yet
 #pragma unroll
       for (int rt = 0; rt < 2; ++rt) {
         const int rloc = 16 * warp + 8 * rt;
@@ -208,7 +191,7 @@ __global__ void __launch_bounds__(kMmqThreads)
         }
       }
       ++i;
-      b += 32;
+      lane_walk_advance(walk, nchunks);
     }
     __syncthreads();
   }
