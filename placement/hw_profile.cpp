@@ -39,7 +39,7 @@ class ObjReader {
     if (!v->is_number()) return type_error(key, "a number", *v);
     double d = v->get<double>();
     if (!std::isfinite(d) || d < 0 || (require_positive && d == 0))
-      return Error{where_ + "." + key + ": expected a " + (require_positive ? "positive" : "non-negative") +
+      return Error{where_ + ": " + key + ": expected a " + (require_positive ? "positive" : "non-negative") +
                    " number, found " + v->dump()};
     return d;
   }
@@ -48,7 +48,7 @@ class ObjReader {
     if (!v->is_number_integer()) return type_error(key, "an integer", *v);
     int64_t i = v->get<int64_t>();
     if (i < min_value)
-      return Error{where_ + "." + key + ": expected an integer >= " + std::to_string(min_value) +
+      return Error{where_ + ": " + key + ": expected an integer >= " + std::to_string(min_value) +
                    ", found " + std::to_string(i)};
     return i;
   }
@@ -87,7 +87,7 @@ class ObjReader {
   Error type_error(const char* key, const char* expected, const json& v) const {
     std::string found = v.dump();
     if (found.size() > 40) found = found.substr(0, 40) + "...";
-    return Error{where_ + "." + key + ": expected " + expected + ", found " + found};
+    return Error{where_ + ": " + key + ": expected " + expected + ", found " + found};
   }
   const json& j_;
   std::string where_;

@@ -2,6 +2,7 @@
 #include "placement/topology.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +49,15 @@ Result<Topology> discover_topology() {
     if (anc && anc->nodeset) dev.numa_node = hwloc_bitmap_first(anc->nodeset);
     t.devices.push_back(dev);
   }
+  // Some VMs expose memory outside every NUMA node (hot-plugged/movable ranges; this development
+  // VM: node0 7.3 GiB, MemTotal 23.5 GiB): when hwloc's root total or the kernel's physical page
+  // count exceeds the sum of the nodes, the rest is attributed to the nodes by their share.
+  const int64_t root_total = std::max<int64_t>(int64_t(hwloc_get_root_obj(topo)->total_memory),
+                                               int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE)));
+  int64_t nodes_total = 0;
+  for (const auto& n : t.nodes) nodes_total += n.memory_bytes;
+  if (nodes_total > 0 && root_total > nodes_total)
+    for (auto& n : t.nodes) n.memory_bytes = int64_t(double(n.memory_bytes) * double(root_total) / double(nodes_total));
   hwloc_topology_destroy(topo);
   if (t.nodes.empty()) return Error{"hwloc: no NUMA node found"};
   return t;
