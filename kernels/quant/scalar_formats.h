@@ -148,4 +148,42 @@ DS4_HD inline float e2m1_to_f32(uint8_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
+/// fp32 -> OCP E4M3 ("fn") byte, round to nearest even, SATURATING: |x| > 448 (and +-inf) gives
+/// +-448 (0x7E / 0xFE), as DeepSeek's activation quantizer clamps to +-448 before its cast; NaN
+/// gives 0x7F (sign kept). Subnormals (|x| < 2^-6) are multiples of 2^-9.
+DS4_HD inline uint8_t f32_to_e4m3(float f) {
+  const uint32_t bits = f32_bits(f);
+  const uint8_t sign = uint8_t((bits >> 24) & 0x80u);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint8_t(sign | 0x7Fu);
+  const float a = fabsf(f);
+  if (a >= 448.0f) return uint8_t(sign | 0x7Eu);
+  if (a < 0.015625f) return uint8_t(sign | uint8_t(rintf(a * 512.0f)));  // 8 -> 0x08 = 2^-6
+  int e = int((f32_bits(a) >> 23) & 0xFFu) - 127;                      // -6..8
+  float m = rintf(a * f32_from_bits(uint32_t(127 + 3 - e) << 23));      // [8, 16], exact scaling
+  if (m == 16.0f) {
+    m = 8.0f;
+    ++e;
+  }
+  return uint8_t(sign | uint8_t((e + 7) << 3) | uint8_t(int(m) - 8));  // <= 0x7E since a < 448
+}
+
+/// fp32 -> OCP E2M1 code (bit 3 = sign), round to nearest even on the grid {0, .5, 1, 1.5, 2, 3,
+/// 4, 6}, SATURATING to +-6; NaN gives 0 (callers must not pass NaN). -0 gives code 8.
+DS4_HD inline uint8_t f32_to_e2m1(float f) {
+  const uint8_t sign = (f32_bits(f) >> 31) ? 8u : 0u;
+  const float a = fabsf(f);
+  if (!(a == a)) return 0;
+  uint8_t code;
+  if (a < 2.0f) {
+    code = uint8_t(rintf(a * 2.0f));  // 0..4 (4 = 2.0 = code 4)
+  } else if (a < 4.0f) {
+    code = uint8_t(2 + int(rintf(a)));  // 2 -> 4, 3 -> 5, 4 -> 6
+  } else if (a < 6.0f) {
+    code = uint8_t(4 + int(rintf(a * 0.5f)));  // 2 (4.0) -> 6, 3 (6.0) -> 7
+  } else {
+    code = 7;
+  }
+  return uint8_t(sign | code);
+}
+
 }  // namespace ds4::quant

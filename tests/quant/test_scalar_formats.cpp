@@ -1,5 +1,6 @@
 // tests/quant/test_scalar_formats.cpp — fp16/bf16/E8M0/E4M3/UE4M3/E2M1 conversions against
-// formulas written independently here (ldexp of the IEEE / OCP MX definitions).
+// formulas written independently here (ldexp of the IEEE / OCP MX definitions); encoders against
+// brute-force nearest-even search over the decoded code tables.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,6 +130,65 @@ TEST(ScalarFormats, E2M1) {
     EXPECT_EQ(f, c < 8 ? mag[c] : -mag[c - 8]) << c;
     EXPECT_EQ(std::signbit(f), c >= 8) << c;
   }
+}
+
+/// Brute-force round-to-nearest-even onto a sorted table of non-negative values (code = index),
+/// saturating above the last entry; ties go to the even code.
+int nearest_even(const std::vector<double>& vals, double a) {
+  if (a >= vals.back()) return int(vals.size()) - 1;
+  int best = 0;
+  for (int c = 1; c < int(vals.size()); ++c) {
+    const double db = std::fabs(vals[size_t(best)] - a), dc = std::fabs(vals[size_t(c)] - a);
+    if (dc < db || (dc == db && (c & 1) == 0)) best = c;
+  }
+  return best;
+}
+
+std::vector<double> probe_points(const std::vector<double>& vals) {
+  std::vector<double> p;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    p.push_back(vals[i]);
+    if (i + 1 < vals.size()) {
+      const float mid = float((vals[i] + vals[i + 1]) / 2);
+      p.push_back(mid);
+      p.push_back(std::nextafter(mid, 0.0f));
+      p.push_back(std::nextafter(mid, 1e30f));
+    }
+  }
+  p.push_back(vals.back() * 1.01);
+  p.push_back(1e30);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-14, 9.5);
+  for (int i = 0; i < 20000; ++i) p.push_back(double(float(std::exp2(u(rng)))));
+  return p;
+}
+
+TEST(ScalarFormats, E4M3EncodeNearestEvenSaturating) {
+  std::vector<double> vals;
+  for (int c = 0; c <= 0x7E; ++c) vals.push_back(double(e4m3_to_f32(uint8_t(c))));
+  for (double a : probe_points(vals)) {
+    const int want = nearest_even(vals, a);
+    EXPECT_EQ(int(f32_to_e4m3(float(a))), want) << a;
+    EXPECT_EQ(int(f32_to_e4m3(-float(a))), want | 0x80) << a;
+  }
+  EXPECT_EQ(f32_to_e4m3(INFINITY), 0x7E);
+  EXPECT_EQ(f32_to_e4m3(-INFINITY), 0xFE);
+  EXPECT_EQ(f32_to_e4m3(NAN) & 0x7F, 0x7F);
+  for (int c = 0; c < 256; ++c)
+    if ((c & 0x7F) != 0x7F) {
+      EXPECT_EQ(int(f32_to_e4m3(e4m3_to_f32(uint8_t(c)))), c);
+    }
+}
+
+TEST(ScalarFormats, E2M1EncodeNearestEvenSaturating) {
+  std::vector<double> vals;
+  for (int c = 0; c < 8; ++c) vals.push_back(double(e2m1_to_f32(uint8_t(c))));
+  for (double a : probe_points(vals)) {
+    const int want = nearest_even(vals, a);
+    EXPECT_EQ(int(f32_to_e2m1(float(a))), want) << a;
+    EXPECT_EQ(int(f32_to_e2m1(-float(a))), want | 8) << a;
+  }
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(int(f32_to_e2m1(e2m1_to_f32(uint8_t(c)))), c);
 }
 
 }  // namespace
