@@ -66,9 +66,8 @@ Result<void> Dsv4Session::eval(std::span<const int32_t> tokens, std::vector<floa
     return Error{"eval: " + std::to_string(state_.pos) + " + " + std::to_string(tokens.size()) +
                  " tokens exceed the model's context_length " + std::to_string(c.n_ctx)};
   if (tokens.empty()) return ok();
-  std::vector<float> tmp;
   const bool all = logits_all != nullptr;
-  std::vector<float>* dst = all ? logits_all : (logits_last ? logits_last : &tmp);
+  std::vector<float>* dst = all ? logits_all : logits_last;  // null: no head matmul
   DS4_TRY_VOID(forward_.eval(tokens, state_, all, dst, trace_));
   if (all && logits_last) {
     logits_last->assign(logits_all->end() - c.vocab, logits_all->end());
