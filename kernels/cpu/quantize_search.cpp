@@ -233,33 +233,76 @@ void quantize_iq2_xs_block(const float* x, BlockIQ2_XS& b) {
 }
 
 // ---------------------------------------------------------------- IQ1 (S, M)
-/// Best iq1s_grid entry for 8 values at dl*(grid + delta); returns the squared error.
-float iq1_best_entry(const float* x, float dl, float delta, int* idx) {
-  float e[8][3];
-  for (int j = 0; j < 8; ++j)
-    for (int v = -1; v <= 1; ++v) {
-      const float r = x[j] - dl * (float(v) + delta);
-      e[j][v + 1] = r * r;
-    }
-  float best = std::numeric_limits<float>::infinity();
-  int best_i = 0;
-  for (int gi = 0; gi < 2048; ++gi) {
-    const uint64_t g = iq1s_grid(gi);
-    float err = 0.0f;
-    for (int j = 0; j < 8; ++j) err += e[j][grid_i8(g, j) + 1];
-    if (err < best) {
-      best = err;
-      best_i = gi;
+/// iq1s_grid as floats with per-entry sums (built once).
+struct Iq1Grid {
+  std::vector<float> g;       // 2048 x 8, values in {-1, 0, 1}
+  std::vector<float> g1, g2;  // sum_j g_j, sum_j g_j^2
+  Iq1Grid() : g(2048 * 8), g1(2048), g2(2048) {
+    for (int i = 0; i < 2048; ++i) {
+      float s1 = 0.0f, s2 = 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        const float v = float(grid_i8(iq1s_grid(i), j));
+        g[size_t(i) * 8 + size_t(j)] = v;
+        s1 += v;
+        s2 += v * v;
+      }
+      g1[size_t(i)] = s1;
+      g2[size_t(i)] = s2;
     }
   }
-  *idx = best_i;
-  return best;
+};
+
+const Iq1Grid& iq1_grid() {
+  static const Iq1Grid g;
+  return g;
 }
+
+/// Scale-independent terms of 8 values against every iq1s_grid entry:
+/// err(dl, delta, i) = X2 - 2*dl*(dot_i + delta*Sx) + dl^2*(g2_i + 2*delta*g1_i + 8*delta^2).
+struct Iq1Entry {
+  float x2 = 0.0f, sx = 0.0f;
+  std::vector<float> dot;
+  void prepare(const float* x) {
+    const Iq1Grid& grid = iq1_grid();
+    x2 = sx = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      x2 += x[j] * x[j];
+      sx += x[j];
+    }
+    dot.assign(2048, 0.0f);
+    for (int i = 0; i < 2048; ++i) {
+      const float* gi = &grid.g[size_t(i) * 8];
+      float d = 0.0f;
+      for (int j = 0; j < 8; ++j) d += x[j] * gi[j];
+      dot[size_t(i)] = d;
+    }
+  }
+  /// Best entry for dl*(grid + delta): returns the squared error, writes the index.
+  float best(float dl, float delta, int* idx) const {
+    const Iq1Grid& grid = iq1_grid();
+    const float c = 8.0f * delta * delta;
+    float best_err = std::numeric_limits<float>::infinity();
+    int bi = 0;
+    for (int i = 0; i < 2048; ++i) {
+      const float err = dl * dl * (grid.g2[size_t(i)] + 2.0f * delta * grid.g1[size_t(i)] + c) -
+                        2.0f * dl * (dot[size_t(i)] + delta * sx);
+      if (err < best_err) {
+        best_err = err;
+        bi = i;
+      }
+    }
+    *idx = bi;
+    return best_err + x2;
+  }
+};
 
 void quantize_iq1_s_block(const float* x, BlockIQ1_S& b) {
   float df;
   b.d = scale_fp16(abs_max(x, 256) / (15.0f * 1.125f), &df);
   for (int g = 0; g < 8; ++g) {
+    Iq1Entry e[4];
+    if (df > 0.0f)
+      for (int l = 0; l < 4; ++l) e[l].prepare(x + 32 * g + 8 * l);
     float best = std::numeric_limits<float>::infinity();
     int best_idx[4] = {}, best_s = 0;
     bool best_neg = false;
@@ -268,7 +311,7 @@ void quantize_iq1_s_block(const float* x, BlockIQ1_S& b) {
         const float dl = df * float(2 * s + 1);
         float err = 0.0f;
         int idx[4];
-        for (int l = 0; l < 4; ++l) err += iq1_best_entry(x + 32 * g + 8 * l, dl, neg ? -kIQ1Delta : kIQ1Delta, &idx[l]);
+        for (int l = 0; l < 4; ++l) err += e[l].best(dl, neg ? -kIQ1Delta : kIQ1Delta, &idx[l]);
         if (err < best) {
           best = err;
           best_s = s;
@@ -294,6 +337,9 @@ void quantize_iq1_m_block(const float* x, BlockIQ1_M& b) {
     int scale[2] = {0, 0};
     uint8_t nib[4] = {0, 0, 0, 0};
     for (int h = 0; h < 2; ++h) {
+      Iq1Entry e[2];
+      if (df > 0.0f)
+        for (int l = 0; l < 2; ++l) e[l].prepare(x + 32 * g + 16 * h + 8 * l);
       float best = std::numeric_limits<float>::infinity();
       for (int s = 0; s < 8 && df > 0.0f; ++s) {
         const float dl = df * float(2 * s + 1);
@@ -301,10 +347,9 @@ void quantize_iq1_m_block(const float* x, BlockIQ1_M& b) {
         uint8_t cand_nib[2];
         int cand_idx[2];
         for (int l = 0; l < 2; ++l) {
-          const float* xs = x + 32 * g + 16 * h + 8 * l;
           int ip, in;
-          const float ep = iq1_best_entry(xs, dl, kIQ1Delta, &ip);
-          const float en = iq1_best_entry(xs, dl, -kIQ1Delta, &in);
+          const float ep = e[l].best(dl, kIQ1Delta, &ip);
+          const float en = e[l].best(dl, -kIQ1Delta, &in);
           const bool use_neg = en < ep;
           cand_idx[l] = use_neg ? in : ip;
           cand_nib[l] = uint8_t(((cand_idx[l] >> 8) & 7) | (use_neg ? 8 : 0));
