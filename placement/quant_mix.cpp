@@ -33,6 +33,10 @@ QuantMix make_mix(std::string name, std::string desc, GgmlType gate_up, GgmlType
 }  // namespace
 
 uint32_t QuantMix::type_for(TensorClass cls, int layer) const {
+  if (cls == TensorClass::ExpertGateUp && layer >= 0 && size_t(layer) < gate_up_by_layer.size())
+    return gate_up_by_layer[size_t(layer)];
+  if (cls == TensorClass::ExpertDown && layer >= 0 && size_t(layer) < down_by_layer.size())
+    return down_by_layer[size_t(layer)];
   if (cls == TensorClass::ExpertDown && layer >= 0 && layer < down_override_layers)
     return down_override_type;
   auto it = type.find(cls);
@@ -76,6 +80,31 @@ int64_t ModelSizes::layer_read_bytes_per_rank(int l, int ranks) const {
   return layer_dense_repl[size_t(l)] + (layer_dense_split[size_t(l)] + ranks - 1) / ranks;
 }
 
+void account_tensor(ModelSizes& out, TensorSpec t, int n_experts) {
+  int64_t elems = 1;
+  for (int64_t v : t.ne) elems *= v;
+  const bool routed = (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown);
+  out.total_bytes += t.bytes;
+  out.tensor_count_by_type[t.type] += 1;
+  out.bytes_by_type[t.type] += t.bytes;
+  if (routed) {
+    DS4_CHECK(t.layer >= 0 && size_t(t.layer) < out.expert_bytes.size() && n_experts > 0);
+    out.routed_bytes += t.bytes;
+    out.expert_bytes[size_t(t.layer)] += t.bytes / n_experts;
+  } else if (t.layer >= 0) {
+    DS4_CHECK(size_t(t.layer) < out.layer_dense_split.size());
+    (t.tp_split ? out.layer_dense_split : out.layer_dense_repl)[size_t(t.layer)] += t.bytes;
+    if (t.ne.size() >= 2 && t.cls != TensorClass::Tid2Eid) out.layer_dense_params[size_t(t.layer)] += elems;
+  } else {
+    (t.tp_split ? out.global_split : out.global_repl) += t.bytes;
+    if (t.cls == TensorClass::Output) {
+      out.head_read_bytes += t.bytes;
+      out.head_params += elems;
+    }
+  }
+  out.tensors.push_back(std::move(t));
+}
+
 Result<ModelSizes> compute_model_sizes(const ModelShape& s, const QuantMix& mix) {
   ModelSizes out;
   const int L = s.n_layers;
@@ -94,29 +123,11 @@ Result<ModelSizes> compute_model_sizes(const ModelShape& s, const QuantMix& mix)
       return Error{"quant mix '" + mix.name + "': tensor '" + name + "': row length " +
                    std::to_string(ne[0]) + " is not a multiple of the " + std::string(g->name) +
                    " block (" + std::to_string(g->block_elems) + ")"};
-    int64_t rows = 1, elems = 1;
+    int64_t rows = 1;
     for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
-    for (int64_t v : ne) elems *= v;
-    int64_t bytes = rows * (ne[0] / g->block_elems) * g->block_bytes;
-    bool routed = (cls == TensorClass::ExpertGateUp || cls == TensorClass::ExpertDown);
-    bool per_token = !(cls == TensorClass::Embedding || cls == TensorClass::Tid2Eid);
-    out.tensors.push_back({name, cls, layer, ne, t, bytes, tp_split, per_token});
-    out.total_bytes += bytes;
-    out.tensor_count_by_type[t] += 1;
-    out.bytes_by_type[t] += bytes;
-    if (routed) {
-      out.routed_bytes += bytes;
-      out.expert_bytes[size_t(layer)] += bytes / s.n_experts;
-    } else if (layer >= 0) {
-      (tp_split ? out.layer_dense_split : out.layer_dense_repl)[size_t(layer)] += bytes;
-      if (ne.size() >= 2 && cls != TensorClass::Tid2Eid) out.layer_dense_params[size_t(layer)] += elems;
-    } else {
-      (tp_split ? out.global_split : out.global_repl) += bytes;
-      if (cls == TensorClass::Output) {
-        out.head_read_bytes += bytes;
-        out.head_params += elems;
-      }
-    }
+    const int64_t bytes = rows * (ne[0] / g->block_elems) * g->block_bytes;
+    const bool per_token = !(cls == TensorClass::Embedding || cls == TensorClass::Tid2Eid);
+    account_tensor(out, {name, cls, layer, ne, t, bytes, tp_split, per_token}, s.n_experts);
     return ok();
   };
 

@@ -46,6 +46,8 @@ struct QuantMix {
   std::map<TensorClass, uint32_t> type;  ///< ggml type id per class (all classes present)
   int down_override_layers = 0;
   uint32_t down_override_type = 0;
+  /// Per-layer expert types read from a model file; when non-empty they take precedence.
+  std::vector<uint32_t> gate_up_by_layer, down_by_layer;
 
   /// ggml type id for `cls` on layer `layer` (-1 for global tensors).
   uint32_t type_for(TensorClass cls, int layer) const;
@@ -90,6 +92,10 @@ struct ModelSizes {
   /// Non-routed bytes one rank reads per decode token for layer `l` (weights read once).
   int64_t layer_read_bytes_per_rank(int l, int ranks) const;
 };
+
+/// Adds one tensor to `out` (totals, per-type counts, per-layer dense/expert bytes, head).
+/// Routed expert tensors hold `n_experts` experts along their last dimension.
+void account_tensor(ModelSizes& out, TensorSpec t, int n_experts);
 
 /// Lists every tensor of `shape` with types from `mix`. Shapes: dsv4-architecture.md §5 (torch
 /// order) reversed into ggml order. Error if a row length is not a multiple of its block size.

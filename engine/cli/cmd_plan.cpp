@@ -1,16 +1,18 @@
 // engine/cli/cmd_plan.cpp — `ds4-offload plan`: placement plan dry run and plan file.
 //
-//   ds4-offload plan [--model-config F] --quant-mix M [--hw PROFILE] [--ctx N] [--chunk N]
+//   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [--ctx N] [--chunk N]
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
 //
 // Without --model-config the built-in DeepSeek-V4-Flash shape is used (placement/model_shape.h).
 // Without --hw the machine is discovered with hwloc (placement/topology.h); bandwidths that
-// discovery cannot know are estimates and the report says so. -m MODEL (sizes from a GGUF file)
-// is not implemented yet and gives an error pointing at --model-config/--quant-mix.
+// discovery cannot know are estimates and the report says so. With -m, shape, tensor types and
+// byte sizes come from the GGUF header (placement/gguf_sizes.h) and --quant-mix is not used.
 #include <cstdio>
 #include <fstream>
 
 #include "engine/cli/command.h"
+#include "gguf/gguf_file.h"
+#include "placement/gguf_sizes.h"
 #include "placement/hw_profile.h"
 #include "placement/model_shape.h"
 #include "placement/plan_report.h"
@@ -46,10 +48,10 @@ PlanArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
                                        "with predicted tok/s next to baseline policies");
-  s->add_option("-m,--model", args.model, "GGUF model to read tensor sizes from (not implemented yet)");
+  s->add_option("-m,--model", args.model, "GGUF model (or any shard of a split set) to read shape and tensor sizes from");
   s->add_option("--model-config", args.model_config,
                 "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
-  s->add_option("--quant-mix", args.quant_mix, "Quant mix: ds4-q2, iq1_m, mxfp4, q4_k")->required();
+  s->add_option("--quant-mix", args.quant_mix, "Quant mix without -m: ds4-q2, iq1_m, mxfp4, q4_k");
   s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine");
   s->add_option("--ctx", args.ctx, "Context length the KV/state budget is sized for (tokens)")
       ->default_val(args.ctx)->check(CLI::Range(int64_t(1), int64_t(1) << 24));
@@ -78,23 +80,39 @@ int fail(const std::string& msg) {
 }
 
 int run() {
-  if (!args.model.empty())
-    return fail("-m " + args.model + ": reading tensor sizes from a GGUF file is not implemented yet; use "
-                "--model-config F (or the built-in shape) with --quant-mix");
   if (!args.dry_run && args.json.empty() && args.write_profile.empty())
     return fail("nothing to do: pass --dry-run and/or --json FILE");
   ModelShape shape;
-  if (args.model_config.empty()) {
-    shape = dsv4_flash_shape();
+  QuantMix mix;
+  ModelSizes sizes;
+  if (!args.model.empty()) {
+    if (!args.model_config.empty() || !args.quant_mix.empty())
+      return fail("-m reads shape and types from the file; do not combine it with --model-config/--quant-mix");
+    gguf::OpenOptions oo;
+    oo.map_data = false;
+    auto file = gguf::GgufModel::open(args.model, oo);
+    if (!file) return fail(file.error().message);
+    auto pm = plan_model_from_gguf(file.value());
+    if (!pm) return fail(pm.error().message);
+    shape = std::move(pm->shape);
+    mix = std::move(pm->mix);
+    sizes = std::move(pm->sizes);
   } else {
-    auto s = load_model_shape(args.model_config);
-    if (!s) return fail(s.error().message);
-    shape = std::move(s).value();
+    if (args.quant_mix.empty()) return fail("--quant-mix is required without -m (known: ds4-q2, iq1_m, mxfp4, q4_k)");
+    if (args.model_config.empty()) {
+      shape = dsv4_flash_shape();
+    } else {
+      auto s = load_model_shape(args.model_config);
+      if (!s) return fail(s.error().message);
+      shape = std::move(s).value();
+    }
+    auto m = quant_mix_by_name(args.quant_mix);
+    if (!m) return fail(m.error().message);
+    mix = std::move(m).value();
+    auto z = compute_model_sizes(shape, mix);
+    if (!z) return fail(z.error().message);
+    sizes = std::move(z).value();
   }
-  auto mix = quant_mix_by_name(args.quant_mix);
-  if (!mix) return fail(mix.error().message);
-  auto sizes = compute_model_sizes(shape, *mix);
-  if (!sizes) return fail(sizes.error().message);
 
   HwProfile hw;
   std::string hw_source;
@@ -133,8 +151,8 @@ int run() {
   RoutingSamples samples = draw_routing_samples(stats, opt.samples, opt.seed);
   CostInputs in;
   in.shape = &shape;
-  in.sizes = &sizes.value();
-  in.mix = &mix.value();
+  in.sizes = &sizes;
+  in.mix = &mix;
   in.hw = &hw;
   in.stats = &stats;
   in.samples = &samples;
