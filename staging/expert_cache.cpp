@@ -1,0 +1,237 @@
+// staging/expert_cache.cpp — see expert_cache.h.
+#include "staging/expert_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ds4::staging {
+
+const char* eviction_policy_name(EvictionPolicy p) {
+  switch (p) {
+    case EvictionPolicy::Lru: return "lru";
+    case EvictionPolicy::Lfu: return "lfu";
+    case EvictionPolicy::LfuDecay: return "lfu-decay";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opts, SlotLoader loader) {
+  if (opts.n_layer < 1 || opts.n_expert < 1 || opts.slots_per_layer < 1 || opts.slot_bytes == 0)
+    return Error{"expert cache: expected n_layer, n_expert, slots_per_layer and slot_bytes > 0, found " +
+                 std::to_string(opts.n_layer) + ", " + std::to_string(opts.n_expert) + ", " +
+                 std::to_string(opts.slots_per_layer) + ", " + std::to_string(opts.slot_bytes)};
+  if (!(opts.decay > 0.0 && opts.decay <= 1.0))
+    return Error{"expert cache: decay expected in (0, 1], found " + std::to_string(opts.decay)};
+  std::unique_ptr<ExpertCache> c(new ExpertCache());
+  c->opt_ = opts;
+  c->loader_ = std::move(loader);
+  const uint64_t n_slots = static_cast<uint64_t>(opts.n_layer) * static_cast<uint64_t>(opts.slots_per_layer + 1);
+  const uint64_t align = 4096;
+  c->mem_.reset(new (std::nothrow) uint8_t[n_slots * opts.slot_bytes + align]);
+  if (!c->mem_) return Error{"expert cache: cannot allocate " + std::to_string(n_slots * opts.slot_bytes) + " bytes"};
+  c->base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c->mem_.get()) + align - 1) / align * align);
+  c->layers_.resize(static_cast<size_t>(opts.n_layer));
+  for (int l = 0; l < opts.n_layer; ++l) {
+    Layer& L = c->layers_[static_cast<size_t>(l)];
+    L.slots.resize(static_cast<size_t>(opts.slots_per_layer));
+    L.slot_of.assign(static_cast<size_t>(opts.n_expert), -1);
+    L.freq.assign(static_cast<size_t>(opts.n_expert), 0.0);
+    L.freq_step.assign(static_cast<size_t>(opts.n_expert), 0);
+    L.last_use.assign(static_cast<size_t>(opts.n_expert), 0);
+    L.reserved.assign(static_cast<size_t>(opts.n_expert), 0);
+    const std::vector<int>* hot = static_cast<size_t>(l) < opts.hot.size() ? &opts.hot[static_cast<size_t>(l)] : nullptr;
+    if (hot && static_cast<int>(hot->size()) > opts.slots_per_layer - 1)
+      return Error{"expert cache: layer " + std::to_string(l) + ": hot set of " + std::to_string(hot->size()) +
+                   " experts, expected at most slots_per_layer - 1 = " + std::to_string(opts.slots_per_layer - 1)};
+    int s = 0;
+    if (hot)
+      for (int e : *hot) {
+        if (e < 0 || e >= opts.n_expert)
+          return Error{"expert cache: layer " + std::to_string(l) + ": hot expert " + std::to_string(e) +
+                       " out of range [0, " + std::to_string(opts.n_expert) + ")"};
+        if (L.slot_of[static_cast<size_t>(e)] >= 0) continue;
+        DS4_TRY_VOID(c->loader_(l, e, c->slot_ptr(l, s)));
+        c->stats_.bytes_loaded += opts.slot_bytes;
+        L.slots[static_cast<size_t>(s)] = {e, true};
+        L.slot_of[static_cast<size_t>(e)] = s;
+        ++s;
+      }
+    L.free_warm = opts.slots_per_layer - s;
+  }
+  return c;
+}
+
+uint8_t* ExpertCache::slot_ptr(int layer, int slot) {
+  const uint64_t idx = static_cast<uint64_t>(layer) * static_cast<uint64_t>(opt_.slots_per_layer + 1) + static_cast<uint64_t>(slot);
+  return base_ + idx * opt_.slot_bytes;
+}
+uint8_t* ExpertCache::bypass_ptr(int layer) { return slot_ptr(layer, opt_.slots_per_layer); }
+
+double ExpertCache::score(const Layer& L, int e) const {
+  switch (opt_.policy) {
+    case EvictionPolicy::Lru: return static_cast<double>(L.last_use[static_cast<size_t>(e)]);
+    case EvictionPolicy::Lfu: return L.freq[static_cast<size_t>(e)];
+    case EvictionPolicy::LfuDecay:
+      return L.freq[static_cast<size_t>(e)] *
+             std::pow(opt_.decay, static_cast<double>(L.step - L.freq_step[static_cast<size_t>(e)]));
+  }
+  return 0.0;
+}
+
+void ExpertCache::touch(Layer& L, int e) {
+  const size_t i = static_cast<size_t>(e);
+  if (opt_.policy == EvictionPolicy::LfuDecay) {
+    L.freq[i] = L.freq[i] * std::pow(opt_.decay, static_cast<double>(L.step - L.freq_step[i])) + 1.0;
+    L.freq_step[i] = L.step;
+  } else {
+    L.freq[i] += 1.0;
+  }
+  L.last_use[i] = ++tick_;
+}
+
+int ExpertCache::find_victim(Layer& L) const {
+  int best = -1;
+  double best_score = std::numeric_limits<double>::infinity();
+  int64_t best_use = std::numeric_limits<int64_t>::max();
+  for (size_t s = 0; s < L.slots.size(); ++s) {
+    const Entry& en = L.slots[s];
+    if (en.expert < 0) return static_cast<int>(s);
+    if (en.hot || L.reserved[static_cast<size_t>(en.expert)]) continue;
+    const double sc = score(L, en.expert);
+    const int64_t use = L.last_use[static_cast<size_t>(en.expert)];
+    if (sc < best_score || (sc == best_score && use < best_use)) {
+      best = static_cast<int>(s);
+      best_score = sc;
+      best_use = use;
+    }
+  }
+  return best;
+}
+
+void ExpertCache::begin_step(int layer, std::span<const int> experts) {
+  DS4_CHECK(layer >= 0 && layer < opt_.n_layer);
+  end_step(layer);
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  ++L.step;
+  // Slots the reservation may claim: the non-hot slots. Experts already resident keep theirs
+  // (pass 1); the others get one while slots remain, the rest go through the bypass slot (pass 2).
+  int budget = L.free_warm;
+  for (int e : experts) {
+    DS4_CHECK(e >= 0 && e < opt_.n_expert);
+    const size_t i = static_cast<size_t>(e);
+    if (L.reserved[i]) continue;
+    L.reserved[i] = 4;  // listed (dedupe marker)
+    L.reserved_list.push_back(e);
+    touch(L, e);
+    const int s = L.slot_of[i];
+    if (s >= 0) {
+      L.reserved[i] = 1;
+      if (!L.slots[static_cast<size_t>(s)].hot) --budget;
+    }
+  }
+  for (int e : L.reserved_list) {
+    const size_t i = static_cast<size_t>(e);
+    if (L.reserved[i] != 4) continue;
+    if (budget > 0) {
+      L.reserved[i] = 1;
+      --budget;
+    } else {
+      L.reserved[i] = 2;
+    }
+  }
+}
+
+void ExpertCache::end_step(int layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  for (int e : L.reserved_list) L.reserved[static_cast<size_t>(e)] = 0;
+  L.reserved_list.clear();
+}
+
+Result<int> ExpertCache::load_into_slot(int layer, int expert, bool for_prefetch) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const int s = find_victim(L);
+  if (s < 0) return -1;
+  Entry& en = L.slots[static_cast<size_t>(s)];
+  if (en.expert >= 0) {
+    ++stats_.evictions;
+    if (on_evict_) on_evict_(layer, en.expert);
+    L.slot_of[static_cast<size_t>(en.expert)] = -1;
+    en.expert = -1;
+  }
+  DS4_TRY_VOID(loader_(layer, expert, slot_ptr(layer, s)));
+  stats_.bytes_loaded += opt_.slot_bytes;
+  en.expert = expert;
+  L.slot_of[static_cast<size_t>(expert)] = s;
+  if (for_prefetch) ++stats_.prefetched;
+  return s;
+}
+
+Result<const uint8_t*> ExpertCache::acquire(int layer, int expert) {
+  if (layer < 0 || layer >= opt_.n_layer || expert < 0 || expert >= opt_.n_expert)
+    return Error{"expert cache: (layer " + std::to_string(layer) + ", expert " + std::to_string(expert) +
+                 ") out of range (" + std::to_string(opt_.n_layer) + " layers, " + std::to_string(opt_.n_expert) +
+                 " experts)"};
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const size_t i = static_cast<size_t>(expert);
+  if (!L.reserved[i]) touch(L, expert);  // reserved experts were counted by begin_step
+  if (L.slot_of[i] >= 0) {
+    ++stats_.hits;
+    return static_cast<const uint8_t*>(slot_ptr(layer, L.slot_of[i]));
+  }
+  if (L.bypass_expert == expert) {
+    ++stats_.hits;
+    return static_cast<const uint8_t*>(bypass_ptr(layer));
+  }
+  if (L.reserved[i] != 2) {
+    DS4_TRY(int s, load_into_slot(layer, expert, false));
+    DS4_CHECK(s >= 0 || L.reserved[i] == 0);  // a reserved expert always finds a slot
+    if (s >= 0) {
+      ++stats_.misses;
+      return static_cast<const uint8_t*>(slot_ptr(layer, s));
+    }
+  }
+  // No slot may be taken: stream through the bypass slot.
+  L.bypass_expert = -1;
+  DS4_TRY_VOID(loader_(layer, expert, bypass_ptr(layer)));
+  stats_.bytes_loaded += opt_.slot_bytes;
+  L.bypass_expert = expert;
+  ++stats_.bypass;
+  return static_cast<const uint8_t*>(bypass_ptr(layer));
+}
+
+Result<void> ExpertCache::prefetch(int layer, std::span<const int> experts) {
+  DS4_CHECK(layer >= 0 && layer < opt_.n_layer);
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  std::vector<int> loaded;
+  Result<void> res = ok();
+  for (int e : experts) {
+    if (e < 0 || e >= opt_.n_expert || L.slot_of[static_cast<size_t>(e)] >= 0) continue;
+    Result<int> s = load_into_slot(layer, e, true);
+    if (!s) {
+      res = s.error();
+      break;
+    }
+    if (*s < 0) break;
+    // Protect this call's loads from each other.
+    if (!L.reserved[static_cast<size_t>(e)]) {
+      L.reserved[static_cast<size_t>(e)] = 3;
+      loaded.push_back(e);
+    }
+  }
+  for (int e : loaded) L.reserved[static_cast<size_t>(e)] = 0;
+  return res;
+}
+
+bool ExpertCache::resident(int layer, int expert) const {
+  return layers_[static_cast<size_t>(layer)].slot_of[static_cast<size_t>(expert)] >= 0;
+}
+
+bool ExpertCache::hot(int layer, int expert) const {
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const int s = L.slot_of[static_cast<size_t>(expert)];
+  return s >= 0 && L.slots[static_cast<size_t>(s)].hot;
+}
+
+}  // namespace ds4::staging

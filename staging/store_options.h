@@ -1,0 +1,28 @@
+// staging/store_options.h — options of make_expert_store (staging/expert_store.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "staging/expert_cache.h"
+#include "staging/host_memory.h"
+#include "staging/nvme_reader.h"
+
+namespace ds4::staging {
+
+struct StoreOptions {
+  int ranks = 1;                          // rank slices per slab (rows split by output row)
+  uint64_t slab_align = 4096;             // slab size multiple (bytes)
+  bool pin = true;                        // host tier: pin slabs where the limits allow
+  uint64_t max_pin_chunk = kMaxPinChunk;  // largest single registration
+  PinOps pin_ops;                         // empty pin: default_pin_ops() (CUDA or mlock)
+  std::vector<int> numa_node_of_layer;    // NUMA node per layer's slabs; empty or -1: unbound
+  int cache_slots_per_layer = 0;          // host/nvme tiers; 0: min(n_expert, 16)
+  EvictionPolicy policy = EvictionPolicy::LfuDecay;
+  double decay = 0.95;
+  std::vector<std::vector<int>> hot_experts;  // [layer] experts kept in the cache for the run
+  ReaderOptions reader;                   // nvme tier (apply_reader_env is called on a copy)
+  bool print_fallback = true;             // print the one-line host memory fallback to stderr
+};
+
+}  // namespace ds4::staging
