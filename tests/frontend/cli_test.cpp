@@ -1,0 +1,214 @@
+// tests/frontend/cli_test.cpp — the ds4-offload subcommands as a user runs them: score on the fixture
+// GGUF against DeepSeek's reference logits, run / perplexity / make-tiny end to end, and one clear
+// error per bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_env.h"
+
+namespace ds4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code = -1;
+  std::string text;  // stdout + stderr
+};
+
+Out sh(const std::string& args) {
+  std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + " 2>&1";
+  Out o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+fs::path fixture_gguf() { return test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
+
+void write(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+std::vector<float> read_f32(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::vector<float> v(fs::file_size(p) / 4);
+  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * 4));
+  return v;
+}
+
+// log-softmax of one row, in double.
+std::vector<double> log_softmax(const float* x, size_t n) {
+  double m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, double(x[i]));
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = double(x[i]) - m - std::log(s);
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(fixture_gguf())) GTEST_SKIP() << "fixture not found: " << fixture_gguf();
+    dir_ = test::scratch_dir(std::string("cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, ScoreMatchesReferenceLogitsOnPromptP1) {
+  std::ifstream gj(test::fixtures_dir() / "dsv4-tiny" / "goldens.json");
+  auto g = nlohmann::json::parse(gj);
+  const auto& p1 = g["prompts"][1];
+  std::string ids;
+  for (const auto& x : p1["prompt_ids"]) ids += std::to_string(x.get<int>()) + " ";
+  write(dir_ / "p1.txt", ids);
+  auto r = sh("score -m '" + fixture_gguf().string() + "' --token-ids '" + (dir_ / "p1.txt").string() +
+              "' --logits-out '" + (dir_ / "p1.f32").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_NE(r.text.find("activations: f32 (default f32; effective f32)"), std::string::npos) << r.text;
+  const size_t n = p1["prompt_ids"].size(), vocab = 512;
+  auto mine = read_f32(dir_ / "p1.f32");
+  ASSERT_EQ(mine.size(), n * vocab) << "logits file shape";
+  auto ref = read_f32(test::fixtures_dir() / "dsv4-tiny" / p1["modes"]["exact"]["prefill_logits"].get<std::string>());
+  ASSERT_EQ(ref.size(), n * vocab);
+  double sum = 0, mx = 0;
+  size_t top1 = 0;
+  for (size_t p = 0; p < n; ++p) {
+    auto a = log_softmax(mine.data() + p * vocab, vocab), b = log_softmax(ref.data() + p * vocab, vocab);
+    size_t am = 0, bm = 0;
+    for (size_t v = 0; v < vocab; ++v) {
+      double d = std::abs(a[v] - b[v]);
+      sum += d;
+      mx = std::max(mx, d);
+      if (a[v] > a[am]) am = v;
+      if (b[v] > b[bm]) bm = v;
+    }
+    top1 += am == bm;
+  }
+  const double mean = sum / double(n * vocab);
+  std::printf("score p1 vs reference exact: mean |dlogprob| %.3g, max %.3g, top-1 %zu/%zu\n", mean, mx, top1, n);
+  // The gate for float activations (the fixture's llama.cpp-with-F32-experts agreement).
+  EXPECT_LE(mean, 1e-4);
+  EXPECT_LE(mx, 1e-3);
+  EXPECT_EQ(top1, n);
+  // Chunked feeding gives the same logits within the same tolerance.
+  auto c = sh("score -m '" + fixture_gguf().string() + "' --token-ids '" + (dir_ / "p1.txt").string() +
+              "' --logits-out '" + (dir_ / "p1c.f32").string() + "' --chunk 100");
+  ASSERT_EQ(c.code, 0) << c.text;
+  auto chunked = read_f32(dir_ / "p1c.f32");
+  ASSERT_EQ(chunked.size(), mine.size());
+  double cmx = 0;
+  for (size_t i = 0; i < mine.size(); ++i) cmx = std::max(cmx, double(std::abs(mine[i] - chunked[i])));
+  EXPECT_LE(cmx, 1e-3) << "chunked vs one-shot max |dlogit|";
+}
+
+TEST_F(Cli, ScoreRejectsBadInputs) {
+  const std::string m = "-m '" + fixture_gguf().string() + "' ";
+  const std::string out = " --logits-out '" + (dir_ / "o.f32").string() + "'";
+  auto check = [&](const std::string& args, const std::string& needle) {
+    auto r = sh(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.text;
+    EXPECT_NE(r.text.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.text;
+    EXPECT_EQ(r.text.find("Aborted"), std::string::npos) << r.text;
+  };
+  write(dir_ / "bad.txt", "0 12 abc 5");
+  write(dir_ / "big.txt", "0 1 512");
+  write(dir_ / "neg.txt", "0 -3");
+  write(dir_ / "empty.txt", " \n ");
+  write(dir_ / "ok.txt", "0 1 2");
+  check("score " + m + "--token-ids '" + (dir_ / "bad.txt").string() + "'" + out, "token 3: expected a non-negative integer id, found \"abc\"");
+  check("score " + m + "--token-ids '" + (dir_ / "big.txt").string() + "'" + out, "id 512 is out of range");
+  check("score " + m + "--token-ids '" + (dir_ / "neg.txt").string() + "'" + out, "token 2");
+  check("score " + m + "--token-ids '" + (dir_ / "empty.txt").string() + "'" + out, "found none");
+  check("score " + m + "--token-ids '" + (dir_ / "missing.txt").string() + "'" + out, "file not found");
+  check("score -m '" + (dir_ / "nope.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out,
+        "file not found");
+  check("score " + m + "--token-ids '" + (dir_ / "ok.txt").string() + "'" + out + " --activations q4", "expected f32 or q8");
+  write(dir_ / "notgguf.gguf", "this is not a gguf file at all, just text");
+  auto r = sh("score -m '" + (dir_ / "notgguf.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out);
+  EXPECT_EQ(r.code, 1) << r.text;
+  EXPECT_NE(r.text.find("notgguf.gguf"), std::string::npos) << r.text;
+}
+
+TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
+  const std::string m = "run -m '" + fixture_gguf().string() + "' ";
+  auto r = sh(m + "-p 'hello there' -n 6 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.text;
+  for (const char* s : {"prompt tokens: 9", "prefill:", "tok/s", "decode:", "peak memory", "activations: f32"})
+    EXPECT_NE(r.text.find(s), std::string::npos) << s << " missing in:\n" << r.text;
+  // Sampling is deterministic for a seed.
+  auto a = sh(m + "-p 'hello there' -n 8 --temp 0.9 --seed 5");
+  auto b = sh(m + "-p 'hello there' -n 8 --temp 0.9 --seed 5");
+  ASSERT_EQ(a.code, 0) << a.text;
+  auto body = [](const std::string& t) { return t.substr(0, t.find("\nrun: prompt tokens")); };
+  EXPECT_EQ(body(a.text), body(b.text));
+  auto q = sh(m + "-p 'hello' -n 2 --activations q8");
+  EXPECT_EQ(q.code, 0) << q.text;
+  EXPECT_NE(q.text.find("activations: q8 (default f32; effective q8)"), std::string::npos) << q.text;
+}
+
+TEST_F(Cli, RunRejectsBadInputs) {
+  const std::string m = "run -m '" + fixture_gguf().string() + "' ";
+  auto check = [&](const std::string& args, const std::string& needle) {
+    auto r = sh(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.text.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.text;
+  };
+  check(m + "-p x --think", "--think needs --chat");
+  check(m + "-p x --top-p 2", "--top-p");
+  check(m + "-p x --temp -1", "--temp");
+  check(m + "-p x -n -5", "-n/--n-predict");
+  check(m + "-p x -n 5000", "exceeds the model's context_length 1024");
+  check(m + "-f '" + (dir_ / "none.txt").string() + "'", "file not found");
+  check(m + "-p x -f y", "excludes");
+  check(m + "-n 3", "a prompt is required");
+  check("run -p x", "--model");
+}
+
+TEST_F(Cli, PerplexityOnText) {
+  write(dir_ / "t.txt", "the quick brown fox jumps over the lazy dog, again and again, near the river bank.");
+  auto r = sh("perplexity -m '" + fixture_gguf().string() + "' -f '" + (dir_ / "t.txt").string() + "' --ctx 32");
+  ASSERT_EQ(r.code, 0) << r.text;
+  double ppl = 0, nll = 0;
+  auto p = r.text.find("perplexity: ", r.text.find("running PPL"));
+  ASSERT_NE(p, std::string::npos) << r.text;
+  ASSERT_EQ(std::sscanf(r.text.c_str() + p, "perplexity: %lf  mean NLL: %lf", &ppl, &nll), 2) << r.text;
+  EXPECT_TRUE(std::isfinite(ppl) && ppl > 1.0);
+  EXPECT_NEAR(std::log(ppl), nll, 1e-4);
+  auto bad = sh("perplexity -m '" + fixture_gguf().string() + "' -f '" + (dir_ / "t.txt").string() + "' --ctx 1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.text.find("--ctx"), std::string::npos) << bad.text;
+}
+
+TEST_F(Cli, MakeTinyThenRunChat) {
+  const auto model = dir_ / "tiny.gguf";
+  auto mk = sh("make-tiny -o '" + model.string() + "' --experts q8_0 --seed 3");
+  ASSERT_EQ(mk.code, 0) << mk.text;
+  auto r = sh("run -m '" + model.string() + "' -p 'What does the baker sell?' --chat --think -n 8 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_NE(r.text.find("chat (thinking)"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("decode:"), std::string::npos) << r.text;
+  auto bad = sh("make-tiny -o '" + (dir_ / "x.gguf").string() + "' --experts q4_k");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.text.find("--experts: expected one of"), std::string::npos) << bad.text;
+  auto nodir = sh("make-tiny -o '" + (dir_ / "no/such/dir/x.gguf").string() + "' --experts q8_0");
+  EXPECT_EQ(nodir.code, 1) << nodir.text;
+}
+
+}  // namespace
+}  // namespace ds4
