@@ -29,6 +29,13 @@ class KeyReader {
   bool b(const char* k) { return take(m_.get_bool(key(k)), false); }
   std::vector<int64_t> ia(const char* k) { return take(m_.get_int_array(key(k)), std::vector<int64_t>{}); }
   std::vector<double> fa(const char* k) { return take(m_.get_float_array(key(k)), std::vector<double>{}); }
+  /// `attention.indexer.X` as llama.cpp writes it, or `indexer.X` as another converter lineage
+  /// does (../shared/reference/dsv4-architecture.md §6); an error names the first spelling.
+  int64_t indexer_key(const char* leaf) {
+    const std::string alt = std::string("indexer.") + leaf;
+    if (!m_.has(key(("attention." + alt).c_str())) && m_.has(key(alt.c_str()))) return positive(alt.c_str());
+    return positive(("attention." + alt).c_str());
+  }
   int64_t positive(const char* k) {
     int64_t v = i(k);
     if (m_.has(key(k)) && v <= 0) errs_->push_back("key '" + key(k) + "': expected > 0, found " + std::to_string(v));
@@ -159,9 +166,9 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   c.o_lora_rank = k.positive("attention.output_lora_rank");
   c.o_groups = static_cast<int>(k.positive("attention.output_group_count"));
   c.window = k.positive("attention.sliding_window");
-  c.idx_heads = static_cast<int>(k.positive("attention.indexer.head_count"));
-  c.idx_head_dim = k.positive("attention.indexer.key_length");
-  c.idx_topk = static_cast<int>(k.positive("attention.indexer.top_k"));
+  c.idx_heads = static_cast<int>(k.indexer_key("head_count"));
+  c.idx_head_dim = k.indexer_key("key_length");
+  c.idx_topk = static_cast<int>(k.indexer_key("top_k"));
   c.n_expert = static_cast<int>(k.positive("expert_count"));
   c.n_expert_used = static_cast<int>(k.positive("expert_used_count"));
   c.n_expert_shared = static_cast<int>(k.i("expert_shared_count"));

@@ -115,8 +115,14 @@ Result<ModelWeights> bind_weights(const gguf::GgufModel& file, const ModelConfig
       L.idx_cmp_norm = b.f32(p + "indexer_compressor_norm.weight");
     }
     L.gate_inp = b.mat(p + "ffn_gate_inp.weight");
-    if (l < c.n_hash_layers)
+    if (l < c.n_hash_layers) {
       L.tid2eid = b.i32(p + "ffn_gate_tid2eid.weight");
+      for (int64_t i = 0; L.tid2eid && i < c.vocab * c.n_expert_used; ++i)
+        if (L.tid2eid[i] < 0 || L.tid2eid[i] >= c.n_expert)
+          return Error{file.path() + ": tensor '" + p + "ffn_gate_tid2eid.weight': entry " + std::to_string(i) +
+                       " (token " + std::to_string(i / c.n_expert_used) + "): expected an expert id 0.." +
+                       std::to_string(c.n_expert - 1) + ", found " + std::to_string(L.tid2eid[i])};
+    }
     else
       L.probs_bias = b.f32(p + "exp_probs_b.bias");
     L.sh_gate = b.mat(p + "ffn_gate_shexp.weight");

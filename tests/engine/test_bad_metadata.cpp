@@ -2,6 +2,7 @@
 // The files are built with gguf/gguf_writer.h from the dsv4-tiny fixture's own tensors.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <set>
 
@@ -16,7 +17,8 @@ namespace {
 
 /// Copies the fixture into `path`, letting `edit` change metadata and `skip` drop tensors.
 void write_variant(const std::string& path, const std::function<void(gguf::Metadata&)>& edit,
-                   const std::set<std::string>& skip, bool add_extra = false) {
+                   const std::set<std::string>& skip, bool add_extra = false,
+                   const std::function<void(const std::string&, std::vector<uint8_t>&)>& patch = {}) {
   auto src = gguf::GgufModel::open(test::tiny_gguf().string());
   ASSERT_TRUE(src.ok()) << src.error().message;
   gguf::GgufWriter w;
@@ -25,7 +27,9 @@ void write_variant(const std::string& path, const std::function<void(gguf::Metad
   for (const auto& t : src->tensors()) {
     if (skip.count(t.name)) continue;
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
-    auto r = w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
+    std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
+    if (patch) patch(t.name, bytes);
+    auto r = w.add_tensor(t.name, t.type, ne, bytes.data(), bytes.size());
     ASSERT_TRUE(r.ok()) << r.error().message;
   }
   if (add_extra) {
@@ -95,6 +99,20 @@ TEST(BadMetadata, EachProblemAloneIsRefused) {
   EXPECT_NE(eb.find("swiglu_clamp_exp"), std::string::npos) << eb;
   EXPECT_NE(ec.find("blk.4.indexer.proj.weight"), std::string::npos) << ec;
   EXPECT_NE(ed.find("sliding_window"), std::string::npos) << ed;
+}
+
+TEST(BadMetadata, HashTableWithAnOutOfRangeExpertIsRefused) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  auto dir = test::scratch_dir("engine_bad_tid2eid");
+  const std::string path = (dir / "tid2eid.gguf").string();
+  write_variant(path, [](gguf::Metadata&) {}, {}, false, [](const std::string& name, std::vector<uint8_t>& b) {
+    if (name != "blk.1.ffn_gate_tid2eid.weight") return;
+    const int32_t bad = 99;
+    std::memcpy(b.data() + 5 * sizeof(int32_t), &bad, sizeof bad);
+  });
+  const std::string e = load_error(path);
+  EXPECT_NE(e.find("'blk.1.ffn_gate_tid2eid.weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("found 99"), std::string::npos) << e;
 }
 
 }  // namespace
