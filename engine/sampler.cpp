@@ -58,6 +58,7 @@ std::vector<int32_t> truncate(const std::vector<float>& l, const SamplerParams& 
   ids.resize(k);
   // softmax at temperature 1 over the kept candidates, in double, fixed order.
   const double mx = l[size_t(ids[0])];
+  if (!std::isfinite(mx)) return {ids[0]};
   std::vector<double> pr(ids.size());
   double sum = 0;
   for (size_t i = 0; i < ids.size(); ++i) sum += (pr[i] = std::exp(double(l[size_t(ids[i])]) - mx));
@@ -97,6 +98,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   auto l = penalized(logits, history);
   if (p_.temperature <= 0) return argmax_lowest(l);
   auto ids = truncate(l, p_);
+  if (!std::isfinite(l[size_t(ids[0])])) return ids[0];  // best logit is +-inf: no distribution to draw from
   const double inv_t = 1.0 / double(p_.temperature);
   const double mx = l[size_t(ids[0])];
   std::vector<double> q(ids.size());

@@ -145,6 +145,9 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::create(TokenizerVocab vocab,
   std::stable_sort(t->specials_by_length_.begin(), t->specials_by_length_.end(), [&](int32_t a, int32_t b) {
     return vocab.tokens[size_t(a)].size() > vocab.tokens[size_t(b)].size();
   });
+  t->specials_by_byte_.resize(256);
+  for (int32_t id : t->specials_by_length_)
+    t->specials_by_byte_[uint8_t(vocab.tokens[size_t(id)][0])].push_back(id);
   for (int b = 0; b < 256; ++b) {
     auto it = t->token_to_id_.find(byte_map().utf8[b]);
     if (it == t->token_to_id_.end())
@@ -307,9 +310,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   size_t start = 0, i = 0;
   while (i < text.size()) {
     int32_t hit = -1;
-    for (int32_t id : specials_by_length_) {
+    for (int32_t id : specials_by_byte_[uint8_t(text[i])]) {  // longest first
       const auto& s = vocab_.tokens[size_t(id)];
-      if (s[0] == text[i] && text.compare(i, s.size(), s) == 0) {
+      if (text.compare(i, s.size(), s) == 0) {
         hit = id;
         break;
       }

@@ -103,6 +103,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> merge_rank_;     // "LEFT RIGHT" -> rank
   std::vector<std::string> token_bytes_;                    // decoded bytes per token
   std::vector<int32_t> specials_by_length_;                 // CONTROL/USER_DEFINED, longest first
+  std::vector<std::vector<int32_t>> specials_by_byte_;      // [256]: the above, by first byte
   int32_t byte_token_[256] = {};                            // id of each byte's single-char token
   std::unique_ptr<Regexes> regexes_;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -113,6 +114,13 @@ TEST(Sampler, DrawFollowsTheDistribution) {
   n0 = 0;
   for (int i = 0; i < n; ++i) n0 += t.sample(l, {}) == 0;
   EXPECT_NEAR(double(n0) / n, 0.49 / 0.58, 4 * std::sqrt(0.845 * 0.155 / n));
+}
+
+TEST(Sampler, MaskedLogits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Sampler s(plain(1.0f));
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(std::vector<float>{-inf, 0.0f, -inf}, {}), 1);
+  EXPECT_EQ(s.sample(std::vector<float>{-inf, -inf}, {}), 0);  // nothing finite: lowest id, no crash
 }
 
 TEST(Sampler, Uniform01InRange) {
