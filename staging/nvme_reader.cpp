@@ -453,7 +453,9 @@ Result<void> NvmeReader::Impl::probe() {
         break;
       }
     }
+    const uint64_t refused = c.direct_refused;  // a refusal seen by the probe read stays counted
     c = saved;
+    c.direct_refused = refused;
     lat_us.clear();
     if (!match) return use_pool("io_uring probe read failed" + (err.empty() ? std::string(" (bytes differ from pread)") : ": " + err));
   }
