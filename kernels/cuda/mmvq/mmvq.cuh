@@ -18,10 +18,10 @@ namespace ds4::cuda {
 /// Warps (= weight rows) per MMVQ thread block.
 inline constexpr int kMmvqRowsPerBlock = 4;
 
-/// Contract row sums of row `r` for NC columns: returns in lane 0 the butterfly results.
+/// Contract row sums of one weight row for nc <= NC columns (out[c], valid in every lane).
 template <class Tr, int NC>
 __device__ __forceinline__ void mmvq_row(const uint8_t* row, int64_t nchunks, const BlockQ8_1* act,
-                                         int64_t act_stride, float* out) {
+                                         int64_t act_stride, int nc, float* out) {
   const int lane = threadIdx.x & 31;
   float acc[NC];
 #pragma unroll
@@ -32,9 +32,11 @@ __device__ __forceinline__ void mmvq_row(const uint8_t* row, int64_t nchunks, co
     decode_row_chunk<Tr>(row, b, w, m);
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      ActWords a;
-      load_act(act + c * act_stride + b, a);
-      acc[c] = __fadd_rn(acc[c], chunk_dot_dp4a<Tr::kEpi>(w, m, a));
+      if (c < nc) {
+        ActWords a;
+        load_act(act + c * act_stride + b, a);
+        acc[c] = __fadd_rn(acc[c], chunk_dot_dp4a<Tr::kEpi>(w, m, a));
+      }
     }
   }
 #pragma unroll
@@ -45,18 +47,20 @@ __device__ __forceinline__ void mmvq_row(const uint8_t* row, int64_t nchunks, co
   }
 }
 
-/// y[c * rows + r] = row r . act column c, for c < NC (act column c at act + c * act_stride).
+/// y[c * rows + r] = row r . act column c, for c < nc <= NC (act column c at act + c * act_stride).
+/// NC (1, 2, 4, 8) only sizes the accumulator array; the bits do not depend on it.
 template <class Tr, int NC>
 __global__ void __launch_bounds__(32 * kMmvqRowsPerBlock)
     mmvq_kernel(const uint8_t* __restrict__ W, int64_t rows, int64_t row_bytes, int64_t nchunks,
-                const BlockQ8_1* __restrict__ act, int64_t act_stride, float* __restrict__ y) {
+                const BlockQ8_1* __restrict__ act, int64_t act_stride, int nc, float* __restrict__ y) {
   const int64_t r = int64_t(blockIdx.x) * kMmvqRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;  // whole warp exits together
   float out[NC];
-  mmvq_row<Tr, NC>(W + r * row_bytes, nchunks, act, act_stride, out);
+  mmvq_row<Tr, NC>(W + r * row_bytes, nchunks, act, act_stride, nc, out);
   if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) y[c * rows + r] = out[c];
+    for (int c = 0; c < NC; ++c)
+      if (c < nc) y[c * rows + r] = out[c];
   }
 }
 
@@ -70,20 +74,21 @@ __device__ __forceinline__ float swiglu_clamped_dev(float g, float u, float limi
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
-/// h[c * rows + r] = swiglu(Wg row r . act c, Wu row r . act c) for c < NC.
+/// h[c * rows + r] = swiglu(Wg row r . act c, Wu row r . act c) for c < nc <= NC.
 template <class Tr, int NC>
 __global__ void __launch_bounds__(32 * kMmvqRowsPerBlock)
     mmvq_swiglu_kernel(const uint8_t* __restrict__ Wg, const uint8_t* __restrict__ Wu, int64_t rows,
                        int64_t row_bytes, int64_t nchunks, const BlockQ8_1* __restrict__ act,
-                       int64_t act_stride, float limit, float* __restrict__ h) {
+                       int64_t act_stride, int nc, float limit, float* __restrict__ h) {
   const int64_t r = int64_t(blockIdx.x) * kMmvqRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   float g[NC], u[NC];
-  mmvq_row<Tr, NC>(Wg + r * row_bytes, nchunks, act, act_stride, g);
-  mmvq_row<Tr, NC>(Wu + r * row_bytes, nchunks, act, act_stride, u);
+  mmvq_row<Tr, NC>(Wg + r * row_bytes, nchunks, act, act_stride, nc, g);
+  mmvq_row<Tr, NC>(Wu + r * row_bytes, nchunks, act, act_stride, nc, u);
   if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) h[c * rows + r] = swiglu_clamped_dev(g[c], u[c], limit);
+    for (int c = 0; c < NC; ++c)
+      if (c < nc) h[c * rows + r] = swiglu_clamped_dev(g[c], u[c], limit);
   }
 }
 
@@ -120,16 +125,20 @@ cudaError_t launch_mmvq(const void* Wg, const void* Wu, int64_t rows, int64_t co
     const int nc = int(n - c0 < 8 ? n - c0 : 8);
     const auto* a = static_cast<const BlockQ8_1*>(act) + c0 * nchunks;
     float* yc = y + c0 * rows;
-#define DS4_MMVQ_CASE(NC)                                                                          \
-  case NC:                                                                                         \
-    if (wu) mmvq_swiglu_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, wu, rows, rb, nchunks, a, nchunks, limit, yc); \
-    else mmvq_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, rows, rb, nchunks, a, nchunks, yc);    \
-    break;
-    switch (nc) {
-      DS4_MMVQ_CASE(1) DS4_MMVQ_CASE(2) DS4_MMVQ_CASE(3) DS4_MMVQ_CASE(4)
-      DS4_MMVQ_CASE(5) DS4_MMVQ_CASE(6) DS4_MMVQ_CASE(7) DS4_MMVQ_CASE(8)
+#define DS4_MMVQ_LAUNCH(NC)                                                                          \
+  if (wu) mmvq_swiglu_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, wu, rows, rb, nchunks, a, nchunks, nc, limit, yc); \
+  else mmvq_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, rows, rb, nchunks, a, nchunks, nc, yc);
+    // Accumulator arrays of 1, 2, 4 or 8 columns (fewer instantiations; bits unaffected).
+    if (nc == 1) {
+      DS4_MMVQ_LAUNCH(1)
+    } else if (nc == 2) {
+      DS4_MMVQ_LAUNCH(2)
+    } else if (nc <= 4) {
+      DS4_MMVQ_LAUNCH(4)
+    } else {
+      DS4_MMVQ_LAUNCH(8)
     }
-#undef DS4_MMVQ_CASE
+#undef DS4_MMVQ_LAUNCH
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
