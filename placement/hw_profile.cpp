@@ -155,6 +155,9 @@ Result<NvmeProfile> parse_nvme(const json& j, const std::string& where) {
 
 Result<void> validate_hw_profile(const HwProfile& p, const std::string& source) {
   if (p.nodes.empty()) return Error{source + ": numa_nodes: expected at least one node, found none"};
+  if (p.nodes.size() > 64 || p.gpus.size() > 64)
+    return Error{source + ": expected at most 64 NUMA nodes and 64 GPUs, found " + std::to_string(p.nodes.size()) +
+                 " and " + std::to_string(p.gpus.size())};
   std::set<int> ids;
   for (const auto& n : p.nodes)
     if (!ids.insert(n.id).second) return Error{source + ": numa_nodes: duplicate id " + std::to_string(n.id)};

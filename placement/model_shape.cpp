@@ -47,6 +47,8 @@ Result<void> validate_model_shape(const ModelShape& s, const std::string& source
                        Pos{"index_n_heads", s.index_n_heads},
                        Pos{"index_head_dim", s.index_head_dim}})
     if (p.v <= 0) return bad(std::string(p.name) + ": expected > 0, found " + std::to_string(p.v));
+  if (s.n_experts > 65535)
+    return bad("n_experts: expected at most 65535, found " + std::to_string(s.n_experts));
   if (s.top_k > s.n_experts)
     return bad("top_k: expected <= n_experts (" + std::to_string(s.n_experts) + "), found " +
                std::to_string(s.top_k));
