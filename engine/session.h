@@ -18,7 +18,9 @@ struct ModelConfig;     // engine/model_config.h
 struct ModelWeights;    // engine internals
 
 /// How activations enter the matrix products: F32 = exactly decoded weights, FP32 math
-/// ("W4A16-style"); Q8 = activations quantized to Q8_1 for the integer dot products ("W4A8").
+/// ("W4A16-style"); Q8 = activations quantized to Q8_1 for the integer dot products ("W4A8") of
+/// every quantized weight (routed and shared experts, attention, compressor, indexer, head) except
+/// the router gate; F32/F16/BF16 weights keep FP32 activations (engine/forward.h has the list).
 enum class Activations { F32, Q8 };
 
 /// Options for loading a model.
