@@ -86,6 +86,7 @@ int run() {
   const double mean = nll_sum / double(scored);
   std::printf("perplexity: %.6f  mean NLL: %.6f nats  (%lld tokens scored in %d windows, activations %s)\n",
               std::exp(mean), mean, (long long)scored, chunk_no, activations_name(m->options().activations));
+  std::fflush(stdout);
   std::fprintf(stderr, "perplexity: %.3f s (%.1f tok/s), peak memory %.1f MiB\n", secs,
                secs > 0 ? double(scored + chunk_no) / secs : 0.0, double(peak_rss_bytes()) / (1024.0 * 1024.0));
   return 0;

@@ -185,7 +185,7 @@ TEST_F(Cli, PerplexityOnText) {
   auto r = sh("perplexity -m '" + fixture_gguf().string() + "' -f '" + (dir_ / "t.txt").string() + "' --ctx 32");
   ASSERT_EQ(r.code, 0) << r.text;
   double ppl = 0, nll = 0;
-  auto p = r.text.find("perplexity: ", r.text.find("running PPL"));
+  auto p = r.text.rfind("perplexity: ", r.text.find("  mean NLL: "));
   ASSERT_NE(p, std::string::npos) << r.text;
   ASSERT_EQ(std::sscanf(r.text.c_str() + p, "perplexity: %lf  mean NLL: %lf", &ppl, &nll), 2) << r.text;
   EXPECT_TRUE(std::isfinite(ppl) && ppl > 1.0);
