@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/moe/moe_sort_host.h"
 #include "kernels/cuda/mmq/lane_tree.h"
+#include "kernels/cuda/mmq/mmq_layout.h"
 #include "kernels/quant/dot_q8_1.h"
 
 namespace ds4::cuda {
@@ -118,6 +119,21 @@ TEST(LaneTree, MmqStagedWalkEqualsContractForAllChunkCounts) {
 TEST(LaneTree, AllZeroAndNegativeZeroLeaves) {
   EXPECT_EQ(bits(mmq_walk_sum({-0.0f})), bits(contract_sum({-0.0f})));  // 0.0f + -0.0f = +0
   EXPECT_EQ(bits(mmq_walk_sum({})), bits(0.0f));
+}
+
+TEST(MmqLayout, EveryTileOutputHasExactlyOneOwner) {
+  std::vector<int> owners(size_t(kMmqRows) * 16, 0);
+  for (int warp = 0; warp < kMmqThreads / 32; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int o = 0; o < kMmqOutPerThread; ++o) {
+        const int r = mmq_out_row(warp, lane, o), c = mmq_out_col(lane, o);
+        ASSERT_TRUE(r >= 0 && r < kMmqRows && c >= 0 && c < 16) << warp << " " << lane << " " << o;
+        ++owners[size_t(r * 16 + c)];
+        // The MMA accumulator fragment: lane l holds (row l/4, columns 2*(l%4), 2*(l%4)+1).
+        EXPECT_EQ(r % 8, lane / 4);
+        EXPECT_EQ(c % 8, 2 * (lane % 4) + o % 2);
+      }
+  for (int n : owners) EXPECT_EQ(n, 1);
 }
 
 TEST(MoeSortHost, StableByExpertWithTiles) {

@@ -21,13 +21,12 @@
 
 #include "kernels/cuda/common/chunk_decode.cuh"
 #include "kernels/cuda/mmq/lane_tree.h"
+#include "kernels/cuda/mmq/mmq_layout.h"
 #include "kernels/cuda/quant_matmul.h"
 
 namespace ds4::cuda {
 
-inline constexpr int kMmqRows = 64;              ///< weight rows per block tile
 inline constexpr int kMmqCols = kMmqTileCols;    ///< token columns per block tile (16)
-inline constexpr int kMmqThreads = 128;          ///< 4 warps
 inline constexpr int kMmqKs = 4;                 ///< chunks staged per __syncthreads
 inline constexpr int kMmqWordStride = 12;        ///< 8 int8x4 words + 4 pad (no bank conflicts)
 
@@ -181,10 +180,10 @@ __global__ void __launch_bounds__(kMmqThreads)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
             tile_dot<kMma>(&sm.w[i][rloc][0], &sm.a[i][8 * ct][0], h, s[h][0], s[h][1]);
-          const ChunkMeta& m = sm.meta[i][rloc + lane / 4];
+          const ChunkMeta& m = sm.meta[i][mmq_out_row(warp, lane, (rt * 2 + ct) * 2)];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int j = 8 * ct + 2 * (lane & 3) + e, o = (rt * 2 + ct) * 2 + e;
+            const int o = (rt * 2 + ct) * 2 + e, j = mmq_out_col(lane, o);
             const float p = chunk_epilogue<Tr::kEpi>(m, sm.da[i][j], s[0][e], s[1][e], sm.asum[i][j][0], sm.asum[i][j][1]);
             cur[o] = __fadd_rn(cur[o], p);
           }
@@ -196,17 +195,11 @@ __global__ void __launch_bounds__(kMmqThreads)
     __syncthreads();
   }
 
-  // Write back: each output has exactly this one owner.
+  // Write back: each output has exactly this one owner (mmq_layout.h).
 #pragma unroll
-  for (int rt = 0; rt < 2; ++rt) {
-    const int64_t r = row0 + 16 * warp + 8 * rt + lane / 4;
-#pragma unroll
-    for (int ct = 0; ct < 2; ++ct)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t c = c_begin + 8 * ct + 2 * (lane & 3) + e;
-        if (r < rows && c < c_end) y[dst_row(c) * rows + r] = cur[(rt * 2 + ct) * 2 + e];
-      }
+  for (int o = 0; o < kMmqOutPerThread; ++o) {
+    const int64_t r = row0 + mmq_out_row(warp, lane, o), c = c_begin + mmq_out_col(lane, o);
+    if (r < rows && c < c_end) y[dst_row(c) * rows + r] = cur[o];
   }
 }
 
