@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/dot_q8_1.h"
 
@@ -35,6 +36,9 @@ float dot_row(const void* w_row, const void* act, int64_t n) {
 using RowDot = float (*)(const void*, const void*, int64_t);
 
 RowDot row_dot_for(GgmlType type) {
+  // Run-time selected SIMD kernel with the same result bits (kernels/cpu/dot_dispatch.h); the
+  // scalar code below stays the definition and the fallback.
+  if (const RowDot simd = simd_row_dot(type)) return simd;
   switch (type) {
     case GgmlType::Q4_0: return dot_row<BlockQ4_0, dot_chunk_q4_0, 1>;
     case GgmlType::Q8_0: return dot_row<BlockQ8_0, dot_chunk_q8_0, 1>;

@@ -1,0 +1,37 @@
+// kernels/cpu/dot_dispatch.h — selection of the row-dot kernel behind vec_dot_q8_1 / matvec_q8_1.
+// The scalar reference (vec_dot.cpp, contract kernels/quant/dot_q8_1.h) defines the result; the
+// AVX2 kernels (dot_q8_1_avx2.cpp) return the same float bits for every input and are chosen at
+// run time when the CPU has AVX2+FMA+F16C and the policy (cpu_features.h) allows it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant/ggml_type.h"
+
+namespace ds4::cpu {
+
+/// One weight row (n elements of the row's type, n % 32 == 0) dotted with n/32 Q8_1 blocks.
+using RowDotFn = float (*)(const void* w_row, const void* act_q8_1, int64_t n);
+
+/// Kernel family used for a type.
+enum class DotBackend { Scalar, Avx2 };
+
+/// The SIMD row kernel for `type` when one is selected now (policy Auto, CPU supports it, type
+/// has one: Q8_0, MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M); nullptr means "use the scalar one".
+RowDotFn simd_row_dot(GgmlType type);
+
+/// Backend vec_dot_q8_1 / matvec_q8_1 use for `type` right now.
+DotBackend dot_backend(GgmlType type);
+
+/// "scalar" / "avx2".
+const char* dot_backend_name(DotBackend b);
+
+namespace avx2 {
+/// AVX2 row kernel for `type` or nullptr. Defined in an -mavx2 unit: call only when
+/// cpu_avx2_usable() is true (the function itself may already use AVX instructions).
+RowDotFn row_dot(GgmlType type);
+/// True when an AVX2 kernel exists for `type` (safe on any CPU).
+bool has_row_dot(GgmlType type);
+}  // namespace avx2
+
+}  // namespace ds4::cpu

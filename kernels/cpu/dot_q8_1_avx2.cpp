@@ -1,0 +1,361 @@
+// kernels/cpu/dot_q8_1_avx2.cpp — AVX2 row-dot kernels (weights x Q8_1 activations) returning the
+// same float bits as the scalar reference of kernels/quant/dot_q8_1.h:
+//  * integer sums per 32-element chunk are exact (maddubs/madd; all partial sums stay far below
+//    the int16/int32 limits for Q8_1 codes in [-127, 127], which is what quantize_row_q8_1 makes);
+//  * the float epilogue of eight consecutive chunks is done in one 8-wide vector with the same
+//    operations in the same order (mul/sub, never FMA; -ffp-contract=off is global);
+//  * the 32 contract lanes live in four 8-wide vectors: chunk b adds into lane b % 32, in order;
+//  * the butterfly 16, 8, 4, 2, 1 is the contract's.
+// A row whose chunk count is not a multiple of 8 (32-element types only) ends with one group read
+// from a zero-padded copy whose extra partials are masked to +0; adding +0 leaves a lane's bits
+// unchanged (a lane starts at +0 and so can never be -0).
+//
+// This unit is compiled with -mavx2 -mfma -mf16c: it must only be entered after run-time detection
+// (dot_dispatch.cpp). It deliberately calls no inline function of the shared headers and uses no
+// std templates, so no AVX2-compiled copy of a vague-linkage function can replace the scalar one
+// at link time; it reads the shared tables (grids.h host_tables) and block layouts only.
+// Technique (sign trick for signed int8 x int8 with maddubs, grid gathers with 64-bit inserts) is
+// the usual one of ggml-org/llama.cpp ggml-cpu/arch/x86/quants.c; the code is written anew here.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/dot_dispatch.h"
+#include "kernels/quant/blocks.h"
+#include "kernels/quant/grids.h"
+
+namespace ds4::cpu {
+
+namespace {
+
+using ds4::quant::BlockIQ1_M;
+using ds4::quant::BlockIQ1_S;
+using ds4::quant::BlockIQ2_XS;
+using ds4::quant::BlockIQ2_XXS;
+using ds4::quant::BlockMXFP4;
+using ds4::quant::BlockQ2_K;
+using ds4::quant::BlockQ8_0;
+using ds4::quant::BlockQ8_1;
+namespace tables = ds4::quant::host_tables;
+
+constexpr int64_t kActBytes = sizeof(BlockQ8_1);  // 36: d (fp16), s (fp16, unused), qs[32]
+
+/// Sign bytes of the 128 ksigns_iq2xs entries: byte j = -1 when bit j is set, else +1.
+struct SignBytes {
+  uint64_t v[128] = {};
+  constexpr SignBytes() {
+    for (int i = 0; i < 128; ++i) {
+      const uint8_t s = tables::ksigns_iq2xs[i];
+      uint64_t e = 0;
+      for (int j = 0; j < 8; ++j) e |= uint64_t((s >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+      v[i] = e;
+    }
+  }
+};
+constexpr SignBytes kSignBytes;
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// fp16 bits -> fp32 (F16C; exact for every finite value and infinity, as fp16_to_f32).
+inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+/// ggml's E8M0 "half" decode 2^(e-128) (same bits as quant::e8m0_to_f32_half).
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e) - 1u) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// fp32 scales of the eight Q8_1 blocks starting at `ap`.
+inline __m256 act_scales8(const uint8_t* ap) {
+  alignas(16) uint16_t d[8];
+  for (int k = 0; k < 8; ++k) d[k] = load_u16(ap + k * kActBytes);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+}
+
+/// The 32 int8 codes of Q8_1 block k after `ap`.
+inline __m256i act_codes(const uint8_t* ap, int k) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap + k * kActBytes + 4));
+}
+
+/// Pairwise products of signed int8 w and q as int16: (w[2i]*q[2i] + w[2i+1]*q[2i+1]).
+/// Exact for w in [-128, 127], q in [-127, 127] (|pair| <= 32512).
+inline __m256i mul_pairs_i8(__m256i w, __m256i q) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
+}
+
+/// Sums adjacent int16 pairs into int32 after weighting: low 128 bits (elements 0..15 of the
+/// chunk) by `lo`, high 128 bits (elements 16..31) by `hi`.
+inline __m256i madd_halves(__m256i p16, int lo, int hi) {
+  return _mm256_madd_epi16(p16, _mm256_set_m128i(_mm_set1_epi16(int16_t(hi)), _mm_set1_epi16(int16_t(lo))));
+}
+
+/// [sum of s[0], ..., sum of s[7]] for eight vectors of int32.
+inline __m256i hsum8(const __m256i* s) {
+  const __m256i a = _mm256_hadd_epi32(s[0], s[1]);
+  const __m256i b = _mm256_hadd_epi32(s[2], s[3]);
+  const __m256i c = _mm256_hadd_epi32(s[4], s[5]);
+  const __m256i d = _mm256_hadd_epi32(s[6], s[7]);
+  const __m256i ab = _mm256_hadd_epi32(a, b);  // [S0..S3 low halves | S0..S3 high halves]
+  const __m256i cd = _mm256_hadd_epi32(c, d);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+/// The contract's 32 lanes as four 8-wide vectors (lanes 8v..8v+7 in v[v]).
+struct Lanes {
+  __m256 v[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  /// Adds the partials of chunks 8*group .. 8*group+7 into their lanes.
+  void add(int64_t group, __m256 p) { v[group & 3] = _mm256_add_ps(v[group & 3], p); }
+  /// Butterfly 16, 8 (vector), then 4, 2, 1 (scalar), as lane_reduce32.
+  float finish() {
+    const __m256 a = _mm256_add_ps(v[0], v[2]);  // off 16: lanes 0..7 += 16..23
+    const __m256 b = _mm256_add_ps(v[1], v[3]);  //         lanes 8..15 += 24..31
+    const __m256 c = _mm256_add_ps(a, b);        // off 8
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, c);
+    for (int off = 4; off > 0; off >>= 1)
+      for (int l = 0; l < off; ++l) lane[l] = lane[l] + lane[l + off];
+    return lane[0];
+  }
+};
+
+// ---- 32-element block types: one call = 8 consecutive blocks (= 8 chunks). ----
+
+/// Q8_0: P = (d*da) * float(sum w*q).
+inline __m256 q8_0_group(const uint8_t* wp, const uint8_t* ap) {
+  __m256i s[8];
+  alignas(16) uint16_t dw[8];
+  for (int k = 0; k < 8; ++k) {
+    const uint8_t* blk = wp + k * int64_t(sizeof(BlockQ8_0));
+    dw[k] = load_u16(blk);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    s[k] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, k)), _mm256_set1_epi16(1));
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw)));
+  return _mm256_mul_ps(_mm256_mul_ps(d, act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
+}
+
+/// MXFP4: P = (e8m0_half(e)*da) * float(sum kvalues[code]*q).
+inline __m256 mxfp4_group(const uint8_t* wp, const uint8_t* ap) {
+  const __m256i table = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kvalues_mxfp4_u8)));
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  __m256i s[8];
+  alignas(32) float e[8];
+  for (int k = 0; k < 8; ++k) {
+    const uint8_t* blk = wp + k * int64_t(sizeof(BlockMXFP4));
+    e[k] = e8m0_half(blk[0]);
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+    const __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), nib), _mm_and_si128(x, nib));
+    const __m256i w = _mm256_shuffle_epi8(table, codes);
+    s[k] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, k)), _mm256_set1_epi16(1));
+  }
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(e), act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
+}
+
+/// Row loop for the 32-element types (Group computes chunks b..b+7 from their blocks).
+template <int kBlockBytes, __m256 (*Group)(const uint8_t*, const uint8_t*)>
+float row_blocks32(const void* w_row, const void* act, int64_t n) {
+  const auto* wp = static_cast<const uint8_t*>(w_row);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  Lanes acc;
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) acc.add(b / 8, Group(wp + b * kBlockBytes, ap + b * kActBytes));
+  if (b < nb) {
+    const int64_t rest = nb - b;
+    alignas(32) uint8_t wbuf[8 * kBlockBytes] = {};
+    alignas(32) uint8_t abuf[8 * kActBytes] = {};
+    std::memcpy(wbuf, wp + b * kBlockBytes, size_t(rest * kBlockBytes));
+    std::memcpy(abuf, ap + b * kActBytes, size_t(rest * kActBytes));
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(rest)), idx));
+    acc.add(b / 8, _mm256_and_ps(Group(wbuf, abuf), keep));
+  }
+  return acc.finish();
+}
+
+float row_q8_0(const void* w, const void* a, int64_t n) {
+  return row_blocks32<int(sizeof(BlockQ8_0)), q8_0_group>(w, a, n);
+}
+float row_mxfp4(const void* w, const void* a, int64_t n) {
+  return row_blocks32<int(sizeof(BlockMXFP4)), mxfp4_group>(w, a, n);
+}
+
+// ---- 256-element super-block types: one super-block = 8 chunks = one lane vector. ----
+
+/// Q2_K: P = da * ((d*float(I1)) - (dmin*float(I2))), I1 = sum_k (sc_k&15)*sum code*q,
+/// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk.
+inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
+  const uint8_t* sc = blk + offsetof(BlockQ2_K, scales);
+  const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
+  const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
+  const __m256i three = _mm256_set1_epi8(3), ones = _mm256_set1_epi8(1);
+  __m256i s1[8], s2[8];
+  for (int g = 0; g < 8; ++g) {
+    const int j = g % 4;
+    // Element l of chunk g: bits 2j..2j+1 of qs[32*(g/4) + l]; sub-block k uses scales[2g+k].
+    const __m256i code = _mm256_and_si256(_mm256_srli_epi16(q2[g / 4], 2 * j), three);
+    const __m256i q = act_codes(ap, g);
+    const int sc0 = sc[2 * g], sc1 = sc[2 * g + 1];
+    s1[g] = madd_halves(_mm256_maddubs_epi16(code, q), sc0 & 0xF, sc1 & 0xF);
+    s2[g] = madd_halves(_mm256_maddubs_epi16(ones, q), sc0 >> 4, sc1 >> 4);
+  }
+  const __m256 d = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, d))));
+  const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
+  const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8(s1))),
+                                 _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(hsum8(s2))));
+  return _mm256_mul_ps(act_scales8(ap), t);
+}
+
+/// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I).
+inline __m256 iq_epilogue(float d, const uint8_t* ap, const __m256i* s) {
+  const __m256 dd = _mm256_set1_ps(d * 0.125f);
+  return _mm256_mul_ps(_mm256_mul_ps(dd, act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
+}
+
+/// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk.
+inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap) {
+  const uint64_t* grid = tables::iq2xxs_grid;
+  const uint64_t* sg = kSignBytes.v;
+  __m256i s[8];
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t a0 = load_u32(blk + 2 + 8 * g), a1 = load_u32(blk + 6 + 8 * g);
+    const __m256i w = _mm256_set_epi64x(int64_t(grid[a0 >> 24]), int64_t(grid[(a0 >> 16) & 0xFF]),
+                                        int64_t(grid[(a0 >> 8) & 0xFF]), int64_t(grid[a0 & 0xFF]));
+    const __m256i sign = _mm256_set_epi64x(int64_t(sg[(a1 >> 21) & 127]), int64_t(sg[(a1 >> 14) & 127]),
+                                           int64_t(sg[(a1 >> 7) & 127]), int64_t(sg[a1 & 127]));
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign));
+    const int scale = int(2 * (a1 >> 28) + 1);
+    s[g] = madd_halves(p, scale, scale);
+  }
+  return iq_epilogue(half_to_f32(load_u16(blk)), ap, s);
+}
+
+/// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q.
+inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
+  const uint64_t* grid = tables::iq2xs_grid;
+  const uint64_t* sg = kSignBytes.v;
+  const uint8_t* qs = blk + offsetof(BlockIQ2_XS, qs);
+  const uint8_t* scales = blk + offsetof(BlockIQ2_XS, scales);
+  __m256i s[8];
+  for (int g = 0; g < 8; ++g) {
+    uint16_t e[4];
+    for (int l = 0; l < 4; ++l) e[l] = load_u16(qs + 2 * (4 * g + l));
+    const __m256i w = _mm256_set_epi64x(int64_t(grid[e[3] & 511]), int64_t(grid[e[2] & 511]),
+                                        int64_t(grid[e[1] & 511]), int64_t(grid[e[0] & 511]));
+    const __m256i sign = _mm256_set_epi64x(int64_t(sg[e[3] >> 9]), int64_t(sg[e[2] >> 9]),
+                                           int64_t(sg[e[1] >> 9]), int64_t(sg[e[0] >> 9]));
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign));
+    s[g] = madd_halves(p, 2 * (scales[g] & 0xF) + 1, 2 * (scales[g] >> 4) + 1);
+  }
+  return iq_epilogue(half_to_f32(load_u16(blk)), ap, s);
+}
+
+/// IQ1 sub-group weights 8*grid + sgn (int8 in {-9,-7,-1,1,7,9}): sum (8*grid + sgn)*q equals the
+/// contract's 8*sum grid*q + sgn*sum q exactly.
+inline __m256i iq1_weights(__m256i grid, __m256i sgn) {
+  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), sgn);
+}
+
+/// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q).
+inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
+  const uint64_t* grid = tables::iq1s_grid;
+  const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
+  const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
+  __m256i s[8];
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t qh = load_u16(qhp + 2 * g);
+    const __m256i gv = _mm256_set_epi64x(int64_t(grid[qs[4 * g + 3] | (((qh >> 9) & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 2] | (((qh >> 6) & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 1] | (((qh >> 3) & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 0] | ((qh & 7) << 8)]));
+    const __m256i w = iq1_weights(gv, _mm256_set1_epi8((qh & 0x8000) ? -1 : 1));
+    const int scale = int(2 * ((qh >> 12) & 7) + 1);
+    s[g] = madd_halves(mul_pairs_i8(w, act_codes(ap, g)), scale, scale);
+  }
+  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, s);
+}
+
+/// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q).
+inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
+  const uint64_t* grid = tables::iq1s_grid;
+  const uint8_t* qs = blk + offsetof(BlockIQ1_M, qs);
+  const uint8_t* qhp = blk + offsetof(BlockIQ1_M, qh);
+  const uint8_t* scp = blk + offsetof(BlockIQ1_M, scales);
+  uint16_t sw[4];
+  for (int i = 0; i < 4; ++i) sw[i] = load_u16(scp + 2 * i);
+  // fp16 super-scale spread over the top nibbles of the four scale words (as iq1m_scale_bits).
+  const uint16_t dbits =
+      uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00F0) | ((sw[2] >> 4) & 0x0F00) | (sw[3] & 0xF000));
+  const int64_t neg = -1, pos = 0x0101010101010101;
+  __m256i s[8];
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t h0 = qhp[2 * g], h1 = qhp[2 * g + 1];
+    const __m256i gv = _mm256_set_epi64x(int64_t(grid[qs[4 * g + 3] | (((h1 >> 4) & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 2] | ((h1 & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 1] | (((h0 >> 4) & 7) << 8)]),
+                                         int64_t(grid[qs[4 * g + 0] | ((h0 & 7) << 8)]));
+    const __m256i sgn = _mm256_set_epi64x((h1 & 0x80) ? neg : pos, (h1 & 0x08) ? neg : pos,
+                                          (h0 & 0x80) ? neg : pos, (h0 & 0x08) ? neg : pos);
+    const uint32_t sc = sw[g / 2] >> (6 * (g % 2));
+    s[g] = madd_halves(mul_pairs_i8(iq1_weights(gv, sgn), act_codes(ap, g)), int(2 * (sc & 7) + 1),
+                       int(2 * ((sc >> 3) & 7) + 1));
+  }
+  return iq_epilogue(half_to_f32(dbits), ap, s);
+}
+
+/// Row loop for the 256-element types: super-block i covers chunks 8i..8i+7 (= lane group i % 4).
+template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*)>
+float row_blocks256(const void* w_row, const void* act, int64_t n) {
+  const auto* wp = static_cast<const uint8_t*>(w_row);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  Lanes acc;
+  for (int64_t i = 0; i < n / 256; ++i) acc.add(i, Super(wp + i * kBlockBytes, ap + i * 8 * kActBytes));
+  return acc.finish();
+}
+
+float row_q2_k(const void* w, const void* a, int64_t n) {
+  return row_blocks256<int(sizeof(BlockQ2_K)), q2_k_super>(w, a, n);
+}
+float row_iq2_xxs(const void* w, const void* a, int64_t n) {
+  return row_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super>(w, a, n);
+}
+float row_iq2_xs(const void* w, const void* a, int64_t n) {
+  return row_blocks256<int(sizeof(BlockIQ2_XS)), iq2_xs_super>(w, a, n);
+}
+float row_iq1_s(const void* w, const void* a, int64_t n) {
+  return row_blocks256<int(sizeof(BlockIQ1_S)), iq1_s_super>(w, a, n);
+}
+float row_iq1_m(const void* w, const void* a, int64_t n) {
+  return row_blocks256<int(sizeof(BlockIQ1_M)), iq1_m_super>(w, a, n);
+}
+
+}  // namespace
+
+RowDotFn avx2::row_dot(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return row_q8_0;
+    case GgmlType::MXFP4: return row_mxfp4;
+    case GgmlType::Q2_K: return row_q2_k;
+    case GgmlType::IQ2_XXS: return row_iq2_xxs;
+    case GgmlType::IQ2_XS: return row_iq2_xs;
+    case GgmlType::IQ1_S: return row_iq1_s;
+    case GgmlType::IQ1_M: return row_iq1_m;
+    default: return nullptr;
+  }
+}
+
+}  // namespace ds4::cpu
