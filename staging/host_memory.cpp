@@ -28,6 +28,7 @@ PinOps mlock_pin_ops() {
 #ifndef DS4_HAVE_CUDA
 PinOps default_pin_ops() { return mlock_pin_ops(); }
 bool have_cuda_pinning() { return false; }
+bool pin_error_pending() { return false; }
 #endif
 
 Result<std::vector<PinnedChunk>> pin_in_chunks(uint8_t* base, std::span<const uint64_t> slab_offsets,

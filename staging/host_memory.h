@@ -34,8 +34,11 @@ PinOps mlock_pin_ops();
 /// cudaHostRegister/cudaHostUnregister when built with CUDA and a device is present; otherwise
 /// mlock_pin_ops().
 PinOps default_pin_ops();
-/// True when this build has the CUDA pinning path (staging/cuda/host_pin_cuda.cpp).
+/// True when this build has the CUDA pinning path (staging/cuda/host_pin_cuda.cpp) and a device.
 bool have_cuda_pinning();
+/// True when a CUDA error is pending (cudaPeekAtLastError); always false without CUDA. Used to
+/// check that a failed registration left no sticky error behind.
+bool pin_error_pending();
 
 /// One pinned chunk: [offset, offset+bytes) of the region.
 struct PinnedChunk {

@@ -17,6 +17,8 @@ bool have_cuda_pinning() {
   return n > 0;
 }
 
+bool pin_error_pending() { return cudaPeekAtLastError() != cudaSuccess; }
+
 PinOps default_pin_ops() {
   if (!have_cuda_pinning()) return mlock_pin_ops();
   PinOps o;
