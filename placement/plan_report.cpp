@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -203,6 +205,75 @@ std::string plan_to_json(const CostModel& cm, const PlanOptions& opt, const Plan
   for (const auto& b : baselines)
     j["baselines"].push_back({{"policy", b.plan.policy}, {"prediction", prediction_json(b.prediction)}});
   return j.dump(1) + "\n";
+}
+
+Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int ranks, int n_nodes) {
+  using nlohmann::json;
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot open plan file"};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return Error{path + ": malformed JSON"};
+  if (!j.is_object() || j.value("format", std::string()) != "ds4-placement-plan")
+    return Error{path + ": expected \"format\": \"ds4-placement-plan\""};
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)
+    return Error{path + ": expected \"version\": 1"};
+  if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int>() != ranks)
+    return Error{path + ": ranks: expected " + std::to_string(ranks) + " (this machine's GPUs), found " +
+                 (j.contains("ranks") ? j["ranks"].dump() : std::string("nothing"))};
+  if (!j.contains("layers") || !j["layers"].is_array() || int(j["layers"].size()) != n_layers)
+    return Error{path + ": layers: expected an array of " + std::to_string(n_layers) + " layers"};
+  Plan p;
+  p.policy = j.value("policy", std::string("unknown"));
+  p.n_layers = n_layers;
+  p.n_experts = n_experts;
+  p.ranks = ranks;
+  for (int l = 0; l < n_layers; ++l) {
+    const json& lj = j["layers"][size_t(l)];
+    const std::string where = path + ": layers[" + std::to_string(l) + "]";
+    if (!lj.is_object() || !lj.contains("mode") || !lj.contains("tier") || !lj.contains("owner") || !lj.contains("node"))
+      return Error{where + ": expected keys mode, tier, owner, node"};
+    const std::string mode = lj["mode"].is_string() ? lj["mode"].get<std::string>() : std::string();
+    if (mode != "split" && mode != "whole")
+      return Error{where + ".mode: expected \"split\" or \"whole\", found " + lj["mode"].dump()};
+    p.mode.push_back(mode == "split" ? StageMode::Split : StageMode::Whole);
+    if (!lj["tier"].is_string() || int(lj["tier"].get<std::string>().size()) != n_experts)
+      return Error{where + ".tier: expected a string of " + std::to_string(n_experts) + " characters"};
+    const std::string tiers = lj["tier"].get<std::string>();
+    const json &owners = lj["owner"], &nodes = lj["node"];
+    if (!owners.is_array() || int(owners.size()) != n_experts || !nodes.is_array() || int(nodes.size()) != n_experts)
+      return Error{where + ": owner and node: expected arrays of " + std::to_string(n_experts) + " integers"};
+    std::vector<ExpertPlacement> row(static_cast<size_t>(n_experts));
+    for (int e = 0; e < n_experts; ++e) {
+      ExpertPlacement& pl = row[size_t(e)];
+      const std::string at = where + " expert " + std::to_string(e);
+      switch (tiers[size_t(e)]) {
+        case 'V': pl.tier = Tier::Vram; break;
+        case 'H': pl.tier = Tier::Host; pl.pinned = true; break;
+        case 'P': pl.tier = Tier::Host; break;
+        case 'C': pl.tier = Tier::Cpu; break;
+        case 'N': pl.tier = Tier::Nvme; break;
+        case 'M': pl.tier = Tier::Nvme; pl.cpu_compute = true; break;
+        default: return Error{at + ": unknown tier '" + std::string(1, tiers[size_t(e)]) + "' (expected V H P C N M)"};
+      }
+      if (!owners[size_t(e)].is_number_integer() || !nodes[size_t(e)].is_number_integer())
+        return Error{at + ": owner/node: expected integers"};
+      const int owner = owners[size_t(e)].get<int>(), node = nodes[size_t(e)].get<int>();
+      if (ranks == 0 ? owner != -1 : (owner < 0 || owner >= ranks))
+        return Error{at + ": owner: expected " + (ranks == 0 ? std::string("-1 (no GPUs)") : "0.." + std::to_string(ranks - 1)) +
+                     ", found " + std::to_string(owner)};
+      if ((pl.tier == Tier::Vram || pl.tier == Tier::Host) && ranks == 0)
+        return Error{at + ": tier " + std::string(tier_name(pl.tier)) + " needs a GPU, the machine has none"};
+      const int node_limit = pl.tier == Tier::Nvme ? 64 : n_nodes;
+      if (node < 0 || node >= node_limit)
+        return Error{at + ": node: expected 0.." + std::to_string(node_limit - 1) + ", found " + std::to_string(node)};
+      pl.owner = int8_t(owner);
+      pl.node = int8_t(node);
+    }
+    p.experts.push_back(std::move(row));
+  }
+  return p;
 }
 
 }  // namespace ds4::placement

@@ -14,7 +14,7 @@
 //                 "owner": [gpu per expert, -1 without GPUs],
 //                 "node":  [host NUMA node index per expert (NVMe index for N/M)]}],
 //     "prediction": {...}, "baselines": [{"policy", "prediction"}] }
-// The engine loads "layers"; the rest documents how the plan was made.
+// The engine loads "layers" with load_plan(); the rest documents how the plan was made.
 #pragma once
 
 #include <string>
@@ -40,5 +40,12 @@ std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const st
 /// The plan file (format above).
 std::string plan_to_json(const CostModel& cm, const PlanOptions& opt, const PlannedPolicy& chosen,
                          const std::vector<PlannedPolicy>& baselines);
+
+/// Reads the placement part of a plan file (policy, ranks, per-layer mode, tiers, owners, nodes)
+/// for a model with `n_layers` x `n_experts` and a machine with `ranks` GPUs and `n_nodes` NUMA
+/// nodes. Budgets and predictions are not read back. Errors name the file and the first bad field:
+/// wrong format/version, layer or expert count, unknown tier character, owner or node out of
+/// range, a GPU tier without GPUs.
+Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int ranks, int n_nodes);
 
 }  // namespace ds4::placement

@@ -1,0 +1,76 @@
+// The plan file: what `plan --json` writes is what load_plan reads back; bad files are errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "placement/plan_report.h"
+#include "tests/support/test_env.h"
+
+namespace ds4::placement {
+namespace {
+
+struct Real {
+  ModelShape shape = dsv4_flash_shape();
+  QuantMix mix = quant_mix_by_name("mxfp4").value();
+  ModelSizes sizes = compute_model_sizes(shape, mix).value();
+  HwProfile hw = load_hw_profile((test::source_dir() / "configs/hw/4x2080ti-22g-pcie3-2s.json").string()).value();
+  RoutingStats stats = zipf_routing(43, 256, 6, 0.8);
+  RoutingSamples samples = draw_routing_samples(stats, 64, 1);
+  CostInputs in() const { return {&shape, &sizes, &mix, &hw, &stats, &samples, 2048, 1024}; }
+};
+
+TEST(PlanFile, RoundTripOnTheRealModel) {
+  Real r;
+  CostModel cm(r.in());
+  PlanOptions opt;
+  auto plan = make_plan(cm, opt, Policy::Planner);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  // FP4 does not fit in 4 x 22 GB: the plan must use several tiers.
+  int tiers[4] = {};
+  for (const auto& row : plan->experts)
+    for (const auto& e : row) tiers[int(e.tier)]++;
+  EXPECT_GT(tiers[int(Tier::Vram)], 0);
+  EXPECT_GT(tiers[int(Tier::Host)] + tiers[int(Tier::Cpu)], 0);
+  auto dir = test::scratch_dir("placement_plan_file");
+  const auto path = (dir / "plan.json").string();
+  std::ofstream(path) << plan_to_json(cm, opt, {plan.value(), cm.predict(plan.value())}, {});
+  auto back = load_plan(path, 43, 256, 4, 2);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->policy, "planner");
+  for (int l = 0; l < 43; ++l) {
+    EXPECT_EQ(back->mode[size_t(l)], plan->mode[size_t(l)]);
+    for (int e = 0; e < 256; ++e) {
+      const auto &a = plan->experts[size_t(l)][size_t(e)], &b = back->experts[size_t(l)][size_t(e)];
+      ASSERT_EQ(a.tier, b.tier) << l << "," << e;
+      ASSERT_EQ(a.owner, b.owner);
+      ASSERT_EQ(a.node, b.node);
+      ASSERT_EQ(a.pinned, b.pinned);
+      ASSERT_EQ(a.cpu_compute, b.cpu_compute);
+    }
+  }
+  // The same prediction from the reloaded placements (budgets are not part of the prediction).
+  EXPECT_EQ(cm.predict(back.value()).decode_step_s, cm.predict(plan.value()).decode_step_s);
+
+  // Errors: other machine, bad tier character, owner out of range.
+  auto ranks = load_plan(path, 43, 256, 2, 2);
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_NE(ranks.error().message.find("ranks: expected 2"), std::string::npos) << ranks.error().message;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+  std::string t = j["layers"][3]["tier"];
+  t[7] = 'X';
+  j["layers"][3]["tier"] = t;
+  std::ofstream(dir / "bad.json") << j.dump();
+  auto bad = load_plan((dir / "bad.json").string(), 43, 256, 4, 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("layers[3] expert 7: unknown tier 'X'"), std::string::npos) << bad.error().message;
+  j = nlohmann::json::parse(std::ifstream(path));
+  j["layers"][0]["owner"][0] = 9;
+  std::ofstream(dir / "owner.json") << j.dump();
+  auto own = load_plan((dir / "owner.json").string(), 43, 256, 4, 2);
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.error().message.find("owner: expected 0..3, found 9"), std::string::npos) << own.error().message;
+}
+
+}  // namespace
+}  // namespace ds4::placement
