@@ -189,6 +189,33 @@ TEST_F(StoreTest, DefaultLimitsPinTheHostTier) {
   EXPECT_TRUE(c.host_policy.empty()) << c.host_policy;
 }
 
+TEST_F(StoreTest, PinFailureAtLoadLeavesHostTierPageableWithCorrectData) {
+  auto m = gguf::GgufModel::open(*small_);
+  ASSERT_TRUE(m.ok());
+  int pins = 0, unpins = 0;
+  StoreOptions o;
+  o.print_fallback = false;
+  o.max_pin_chunk = 2 * 20480;  // two slabs per chunk
+  o.pin_ops.name = "injected";
+  o.pin_ops.kind = PinKind::Cuda;  // not bounded by RLIMIT_MEMLOCK in the plan
+  o.pin_ops.pin = [&](void*, uint64_t n) -> Result<void> {
+    if (pins == 3) return Error{"injected pin failure"};  // fails from the 4th chunk on
+    ++pins;
+    return ok();
+  };
+  o.pin_ops.unpin = [&](void*, uint64_t) { ++unpins; };
+  auto s = make_expert_store(ExpertTier::Host, *m, o);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const StagingCounters c = (*s)->counters();
+  EXPECT_EQ(pins, 3);
+  EXPECT_EQ(unpins, 3);  // layer 0: 3 chunks pinned, the 4th failed -> all rolled back
+  EXPECT_EQ(c.pinned_bytes, 0u);
+  EXPECT_EQ(c.pageable_bytes, c.slab_bytes);
+  EXPECT_NE(c.host_policy.find("injected pin failure"), std::string::npos) << c.host_policy;
+  EXPECT_NE(c.host_policy.find("rolled back"), std::string::npos) << c.host_policy;
+  check_all(**s, *m, true);
+}
+
 TEST_F(StoreTest, MemlockOf64KiBGivesPageableHostTierWithCorrectData) {
   // In a child so the lowered limit does not leak into other tests.
   const pid_t pid = fork();
