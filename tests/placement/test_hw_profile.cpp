@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "placement/hw_profile.h"
+#include "placement/topology.h"
 #include "tests/support/test_env.h"
 
 namespace ds4::placement {
@@ -117,6 +118,34 @@ TEST(HwProfile, MalformedAndMissingFile) {
   auto f = load_hw_profile("/nonexistent/profile.json");
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("/nonexistent/profile.json: cannot open"), std::string::npos);
+}
+
+TEST(Topology, DiscoversThisMachine) {
+  auto t = discover_topology();
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_FALSE(t->nodes.empty());
+  int64_t mem = 0;
+  for (const auto& n : t->nodes) {
+    EXPECT_GT(n.cores, 0);
+    mem += n.memory_bytes;
+  }
+  EXPECT_GT(mem, int64_t(256) << 20);
+  for (const auto& d : t->devices) EXPECT_EQ(d.bus_id.size(), 12u) << d.bus_id;  // dddd:bb:dd.f
+  bool gpu = false;
+  for (const auto& d : t->devices) gpu = gpu || d.kind == PciDevice::Kind::Gpu;
+  auto p = discover_hw_profile();
+  if (gpu) {
+    ASSERT_FALSE(p.ok());  // VRAM unknown without CUDA: the error asks for --hw
+    EXPECT_NE(p.error().message.find("GPU"), std::string::npos);
+    return;
+  }
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->gpus.empty());
+  EXPECT_GT(p->nodes[0].mem_read_gbps, 0.05);
+  // The discovered profile survives its own JSON format.
+  auto again = parse_hw_profile(hw_profile_to_json(p.value()), "discovered.json");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->nodes.size(), p->nodes.size());
 }
 
 }  // namespace
