@@ -55,7 +55,7 @@ if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA
 fi
 # Test names equal target names (tests/CMakeLists.txt ds4_add_test).
 mapfile -t GPU_TESTS < <(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
-TARGETS=("${GPU_TESTS[@]}" cuda_host_helpers_test cuda_chunk_decode_host_test bench_kernels_cuda)
+TARGETS=("${GPU_TESTS[@]}" cuda_host_helpers_test cuda_chunk_decode_host_test cuda_kernel_host_sim_test bench_kernels_cuda)
 say "building ${#TARGETS[@]} targets with $JOBS jobs: ${TARGETS[*]}"
 B0=$(date +%s)
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" > "$LOGDIR/build.log" 2>&1; then
@@ -69,7 +69,7 @@ echo "build: $(( $(date +%s) - B0 )) s for ${#TARGETS[@]} targets" >> "$SUMMARY"
 say "running gpu tests: ${GPU_TESTS[*]}"
 (cd "$BUILD" && timeout 420 ctest -L gpu --output-on-failure --timeout 400 -j 1) > "$LOGDIR/ctest.log" 2>&1
 # The unit-labelled CUDA host tests are not in -L gpu; run them explicitly.
-(cd "$BUILD" && timeout 120 ctest -R '^(cuda_host_helpers_test|cuda_chunk_decode_host_test)$' --output-on-failure) \
+(cd "$BUILD" && timeout 120 ctest -R '^(cuda_host_helpers_test|cuda_chunk_decode_host_test|cuda_kernel_host_sim_test)$' --output-on-failure) \
     > "$LOGDIR/ctest_unit.log" 2>&1
 TEST_FAIL=0
 {

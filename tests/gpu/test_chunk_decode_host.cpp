@@ -1,7 +1,6 @@
 // tests/gpu/test_chunk_decode_host.cpp — CPU-only check (label unit) of the CUDA chunk decoders
-// (kernels/cuda/common/chunk_decode.cuh): the header is compiled for the host with the few CUDA
-// SIMD intrinsics it uses emulated from their documented per-byte semantics (CUDA Math API,
-// "SIMD Intrinsics" / "Integer Intrinsics"), and every type's chunk partial is compared bit for
+// (kernels/cuda/common/chunk_decode.cuh): the header is compiled for the host with the CUDA
+// intrinsics it uses emulated (tests/gpu/cuda_host_emu.h), and every type's chunk partial is compared bit for
 // bit with the CPU reference's dot_chunk_* on random blocks. This catches decoder logic errors
 // (word order, shifts, sign masks, tables, epilogue order) on machines without a GPU; the gpu
 // tests check the same on real hardware.
@@ -11,39 +10,7 @@
 #include <cstring>
 #include <random>
 
-// ---- host emulation of the CUDA intrinsics used by chunk_decode.cuh ---------------------------
-#define __device__
-#define __forceinline__ inline
-namespace {
-inline uint32_t emu_bytewise(uint32_t a, uint32_t b, int op) {
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t x = (a >> (8 * i)) & 0xFF, y = (b >> (8 * i)) & 0xFF;
-    const uint32_t v = op == 0 ? (x != y ? 0xFFu : 0u) : op == 1 ? ((x - y) & 0xFF) : ((x + y) & 0xFF);
-    r |= v << (8 * i);
-  }
-  return r;
-}
-}  // namespace
-inline uint32_t __vcmpne4(uint32_t a, uint32_t b) { return emu_bytewise(a, b, 0); }
-inline uint32_t __vsub4(uint32_t a, uint32_t b) { return emu_bytewise(a, b, 1); }
-inline uint32_t __vadd4(uint32_t a, uint32_t b) { return emu_bytewise(a, b, 2); }
-/// Byte i of the result = byte (s >> 4i) & 7 of the 8-byte value y:x (x = bytes 0..3).
-inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
-  const uint64_t v = uint64_t(x) | (uint64_t(y) << 32);
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
-  return r;
-}
-inline int __dp4a(int a, int b, int c) {
-  for (int i = 0; i < 4; ++i) c += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
-  return c;
-}
-inline int __popc(uint32_t x) { return __builtin_popcount(x); }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __int2float_rn(int i) { return float(i); }
+#include "tests/gpu/cuda_host_emu.h"  // before any kernels/cuda header
 
 #include "kernels/cuda/common/chunk_decode.cuh"
 #include "kernels/cuda/common/type_list.cuh"

@@ -15,18 +15,22 @@
 //
 // Integer sums: mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 (sm_75+) or DP4A (kMma = false
 // or pre-Turing); both give the same exact int32 S_h, so the float results are identical.
+//
+// Without __CUDACC__ only the kernel body is visible (no launcher): the CPU-only unit test
+// tests/gpu/test_mmq_host_sim.cpp runs it on 128 host threads with emulated intrinsics.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include "kernels/cuda/common/chunk_decode.cuh"
 #include "kernels/cuda/mmq/lane_tree.h"
 #include "kernels/cuda/mmq/mmq_layout.h"
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
 #include "kernels/cuda/quant_matmul.h"
+#endif
 
 namespace ds4::cuda {
 
-inline constexpr int kMmqCols = kMmqTileCols;    ///< token columns per block tile (16)
 inline constexpr int kMmqKs = 4;                 ///< chunks staged per __syncthreads
 inline constexpr int kMmqWordStride = 12;        ///< 8 int8x4 words + 4 pad (no bank conflicts)
 
@@ -203,6 +207,9 @@ __global__ void __launch_bounds__(kMmqThreads)
   }
 }
 
+#ifdef __CUDACC__
+static_assert(kMmqCols == kMmqTileCols, "quant_matmul.h tile width and the kernel's must agree");
+
 /// Launches mmq_kernel. Dense: W != null, tiles == null, grid.y = ceil(n_cols / 16).
 /// MoE: w_experts, tiles, counters != null, grid.y = max_tiles. Argument checks by the dispatcher.
 template <class Tr>
@@ -221,5 +228,6 @@ cudaError_t launch_mmq(const void* W, const void* const* w_experts, int64_t rows
     mmq_kernel<Tr, false><<<grid, block, 0, stream>>>(w, w_experts, rows, rb, nchunks, a, n_cols, colmap, tiles, counters, y);
   return cudaGetLastError();
 }
+#endif  // __CUDACC__
 
 }  // namespace ds4::cuda

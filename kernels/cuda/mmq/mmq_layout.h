@@ -13,6 +13,7 @@
 namespace ds4::cuda {
 
 inline constexpr int kMmqRows = 64;         ///< weight rows per block tile
+inline constexpr int kMmqCols = 16;         ///< token columns per block tile (= kMmqTileCols)
 inline constexpr int kMmqThreads = 128;     ///< 4 warps
 inline constexpr int kMmqOutPerThread = 8;  ///< outputs owned by one thread
 

@@ -7,11 +7,15 @@
 // contract, starting at 0.0f). The five __shfl_xor_sync steps (16, 8, 4, 2, 1) are the contract's
 // butterfly: lane l < off receives lane l + off and computes lane[l] + lane[l+off]. Lane 0 writes.
 // Nothing depends on NC, the grid or the GPU, so every column's bits equal the CPU reference.
+//
+// Without __CUDACC__ only the kernels are visible (no launchers): the CPU-only unit test
+// tests/gpu/test_mmq_host_sim.cpp runs them on host threads with emulated intrinsics.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include "kernels/cuda/common/chunk_decode.cuh"
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#endif
 
 namespace ds4::cuda {
 
@@ -106,6 +110,7 @@ __global__ void chunk_partials_kernel(const uint8_t* __restrict__ row, int64_t n
   P[b] = chunk_dot_dp4a<Tr::kEpi>(w, m, a);
 }
 
+#ifdef __CUDACC__
 /// Bytes of one weight row of Tr with `cols` elements.
 template <class Tr>
 constexpr int64_t tr_row_bytes(int64_t cols) {
@@ -153,5 +158,6 @@ cudaError_t launch_chunk_partials(const void* w_row, int64_t cols, const void* a
       static_cast<const uint8_t*>(w_row), nchunks, static_cast<const BlockQ8_1*>(act), P);
   return cudaGetLastError();
 }
+#endif  // __CUDACC__
 
 }  // namespace ds4::cuda

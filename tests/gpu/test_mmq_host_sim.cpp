@@ -1,0 +1,117 @@
+// tests/gpu/test_mmq_host_sim.cpp — CPU-only run (label unit) of the real MMQ and MMVQ kernel
+// bodies (kernels/cuda/mmq/mmq.cuh, kernels/cuda/mmvq/mmvq.cuh) on host threads, one host thread
+// per CUDA thread (tests/gpu/cuda_host_emu.h: std::barrier as __syncthreads and warp shuffles,
+// emulated intrinsics). The DP4A path is what runs here (the MMA asm is device-only). Checks,
+// bit for bit against cpu::matvec_q8_1, for every weight type: dense MMQ with row and column
+// tails and with empty contract lanes (K = 768: 24 chunks), grouped MoE MMQ through the host
+// counting sort, and MMVQ (1 and 8 columns). It exercises the kernels' staging,
+// K walk, epilogue, ownership and write-back logic without a GPU; the gpu tests check the same
+// (and the MMA path) on hardware.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tests/gpu/cuda_host_emu.h"  // before any kernels/cuda header
+
+#include "kernels/cuda/common/type_list.cuh"
+#include "kernels/cuda/mmq/mmq.cuh"
+#include "kernels/cuda/mmvq/mmvq.cuh"
+#include "kernels/cuda/moe/moe_sort_host.h"
+#include "tests/gpu/quant_test_data.h"
+
+namespace ds4::gputest {
+namespace {
+
+using quant::BlockQ8_1;
+
+/// Runs the MMQ kernel (DP4A) over its whole grid on the host.
+template <class Tr>
+void sim_mmq(const uint8_t* W, const void* const* w_experts, int64_t rows, int64_t cols, const uint8_t* act,
+             int64_t n_cols, cuda::MmqColumns cm, const int32_t* tiles, const int32_t* counters, int64_t grid_y,
+             float* y) {
+  const int64_t nchunks = cols / 32;
+  const int64_t rb = cols / (32 * Tr::kChunks) * int64_t(sizeof(typename Tr::Block));
+  const auto* a = reinterpret_cast<const BlockQ8_1*>(act);
+  for (unsigned by = 0; by < unsigned(grid_y); ++by)
+    for (unsigned bx = 0; bx < unsigned((rows + cuda::kMmqRows - 1) / cuda::kMmqRows); ++bx)
+      emu::run_block(bx, by, cuda::kMmqThreads, [&] {
+        cuda::mmq_kernel<Tr, false>(W, w_experts, rows, rb, nchunks, a, n_cols, cm, tiles, counters, y);
+      });
+}
+
+/// Runs the MMVQ kernel for nc <= 8 columns on the host.
+template <class Tr>
+void sim_mmvq(const uint8_t* W, int64_t rows, int64_t cols, const uint8_t* act, int nc, float* y) {
+  const int64_t nchunks = cols / 32;
+  const int64_t rb = cols / (32 * Tr::kChunks) * int64_t(sizeof(typename Tr::Block));
+  const auto* a = reinterpret_cast<const BlockQ8_1*>(act);
+  for (unsigned bx = 0; bx < unsigned((rows + cuda::kMmvqRowsPerBlock - 1) / cuda::kMmvqRowsPerBlock); ++bx)
+    emu::run_block(bx, 0, 32 * cuda::kMmvqRowsPerBlock,
+                   [&] { cuda::mmvq_kernel<Tr, 8>(W, rows, rb, nchunks, a, nchunks, nc, y); });
+}
+
+template <class Tr>
+void check_type() {
+  const GgmlType type = Tr::kType;
+  SCOPED_TRACE(type_name(type));
+  std::mt19937 rng(900 + uint32_t(type));
+  const int64_t rows = 70, n = 21;  // 2 row tiles (tail of 6), 2 column tiles (tail of 5)
+  for (const int64_t cols : {int64_t(768), int64_t(1280)}) {  // 24 chunks (8 empty lanes), 40
+    const auto w = random_weights(type, rows, cols, rng);
+    const auto act = cpu_q8_1(random_acts(n, cols, rng), n, cols);
+    const auto want = cpu_matmul(type, w, rows, cols, act, n);
+
+    std::vector<float> y(size_t(n * rows), -1.0f);
+    sim_mmq<Tr>(w.data(), nullptr, rows, cols, act.data(), n, cuda::MmqColumns{nullptr, 1}, nullptr, nullptr,
+                (n + cuda::kMmqCols - 1) / cuda::kMmqCols, y.data());
+    EXPECT_EQ(count_bit_mismatches(y, want, "mmq K=" + std::to_string(cols)), 0);
+
+    // MMVQ on the first 9 rows (3 blocks of 4 warps, one partial): rows are independent.
+    for (const int nc : {1, 8}) {
+      const int64_t sub = 9;
+      std::vector<float> yv(size_t(nc * sub), -1.0f), wv(size_t(nc * sub));
+      sim_mmvq<Tr>(w.data(), sub, cols, act.data(), nc, yv.data());
+      for (int c = 0; c < nc; ++c)
+        for (int64_t r = 0; r < sub; ++r) wv[size_t(c * sub + r)] = want[size_t(c * rows + r)];
+      EXPECT_EQ(count_bit_mismatches(yv, wv, "mmvq nc=" + std::to_string(nc)), 0);
+    }
+  }
+
+  // Grouped MoE: 3 experts, 2 slots per token, 11 tokens, one invalid pair.
+  const int E = 3, k = 2;
+  const int64_t n_tokens = 11, cols = 768, n_pairs = n_tokens * k;
+  std::vector<std::vector<uint8_t>> we;
+  std::vector<const void*> ptrs;
+  for (int e = 0; e < E; ++e) we.push_back(random_weights(type, rows, cols, rng));
+  for (const auto& m : we) ptrs.push_back(m.data());
+  std::vector<int32_t> ids(static_cast<size_t>(n_pairs));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    ids[size_t(t * k)] = int32_t(rng() % E);
+    ids[size_t(t * k + 1)] = int32_t((ids[size_t(t * k)] + 1 + rng() % (E - 1)) % E);
+  }
+  ids[5] = -1;
+  const auto act = cpu_q8_1(random_acts(n_tokens, cols, rng), n_tokens, cols);
+  const auto sorted = cuda::moe_sort_host(ids.data(), n_pairs, E, cuda::kMmqCols);
+  const int32_t counters[2] = {int32_t(sorted.tiles.size() / 3), sorted.n_invalid};
+  std::vector<float> y(size_t(n_pairs * rows), 0.0f), want(size_t(n_pairs * rows), 0.0f);
+  const int64_t arb = cols / 32 * int64_t(sizeof(BlockQ8_1));
+  for (int64_t p = 0; p < n_pairs; ++p)
+    if (ids[size_t(p)] >= 0)
+      cpu::matvec_q8_1(type, we[size_t(ids[size_t(p)])].data(), rows, cols, act.data() + (p / k) * arb,
+                       want.data() + p * rows, 1);
+  sim_mmq<Tr>(nullptr, ptrs.data(), rows, cols, act.data(), n_pairs, cuda::MmqColumns{sorted.sorted.data(), k},
+              sorted.tiles.data(), counters, int64_t(counters[0]) + 2 /* surplus blocks must exit */, y.data());
+  EXPECT_EQ(count_bit_mismatches(y, want, "mmq_moe"), 0);
+}
+
+TEST(KernelHostSim, MmqAndMmvqBitIdenticalToCpuForEveryType) {
+#define DS4_CASE(T) check_type<cuda::Traits##T>();
+  DS4_CUDA_WEIGHT_TYPES(DS4_CASE)
+#undef DS4_CASE
+}
+
+}  // namespace
+}  // namespace ds4::gputest
