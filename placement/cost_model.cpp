@@ -106,10 +106,11 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
   }
 }
 
-double CostModel::h2d_gbps(int gpu, int node_index) const {
+double CostModel::h2d_gbps(int gpu, int node_index, bool pinned) const {
   const GpuProfile& g = in_.hw->gpus[size_t(gpu)];
-  if (node_index == gpu_node_[size_t(gpu)]) return g.h2d_gbps;
-  return std::min(g.h2d_gbps, in_.hw->inter_socket_gbps);
+  double bw = node_index == gpu_node_[size_t(gpu)] ? g.h2d_gbps : std::min(g.h2d_gbps, in_.hw->inter_socket_gbps);
+  if (!pinned) bw = std::min(bw, in_.hw->pageable_h2d_gbps);
+  return bw;
 }
 
 double CostModel::moe_sample_time(const Plan& plan, int l, int s) const {
@@ -141,15 +142,16 @@ double CostModel::moe_sample_time(const Plan& plan, int l, int s) const {
           }
         }
         agg += b;
+        const bool pinned = pl.tier == Tier::Nvme || pl.pinned;
         if (split) {
           for (int r = 0; r < R; ++r) {
-            link[r] += b / R / (h2d_gbps(r, gpu_node_[size_t(r)]) * 1e9) + lat;
+            link[r] += b / R / (h2d_gbps(r, gpu_node_[size_t(r)], pinned) * 1e9) + lat;
             gpu[r] += b / R / gpu_bw_[size_t(r)];
           }
         } else {
           const int o = pl.owner;
           const int src = pl.tier == Tier::Host ? pl.node : gpu_node_[size_t(o)];
-          link[o] += b / (h2d_gbps(o, src) * 1e9) + lat;
+          link[o] += b / (h2d_gbps(o, src, pinned) * 1e9) + lat;
           gpu[o] += b / gpu_bw_[size_t(o)];
         }
         break;
@@ -196,15 +198,16 @@ double CostModel::prefill_layer_time(const Plan& plan, int l) const {
   double nvme = 0;
   auto stage = [&](Load& ld, const ExpertPlacement& pl, double bytes, double flops, bool split) {
     ld.agg += bytes;
+    const bool pinned = pl.tier == Tier::Nvme || pl.pinned;
     if (split || pl.owner < 0) {
       for (int r = 0; r < R; ++r) {
-        ld.link[r] += bytes / R / (h2d_gbps(r, gpu_node_[size_t(r)]) * 1e9) + (bytes > 0 ? lat : 0);
+        ld.link[r] += bytes / R / (h2d_gbps(r, gpu_node_[size_t(r)], pinned) * 1e9) + (bytes > 0 ? lat : 0);
         ld.gflop[r] += flops / R;
       }
     } else {
       const int o = pl.owner;
       const int src = pl.tier == Tier::Host ? pl.node : gpu_node_[size_t(o)];
-      ld.link[o] += bytes / (h2d_gbps(o, src) * 1e9) + lat;
+      ld.link[o] += bytes / (h2d_gbps(o, src, pinned) * 1e9) + lat;
       ld.gflop[o] += flops;
     }
   };

@@ -10,7 +10,9 @@
 //   stage     = max(max_r (link_r + gpu_r), all staged bytes / h2d_aggregate_gbps)
 //   moe_l     = max(stage, max_n cpu_n) + NVMe bytes / (sum of NVMe read_gbps)
 //   layer_l   = dense_l + moe_l + 2 * allreduce_latency + layer_overhead
-// h2d(r, n) = h2d_gbps of GPU r if n is its node, else min(h2d_gbps, inter_socket_gbps).
+// h2d(r, n) = h2d_gbps of GPU r if n is its node, else min(h2d_gbps, inter_socket_gbps); a copy
+// from pageable memory (host expert that memlock could not pin) is further capped at
+// pageable_h2d_gbps. NVMe reads land in pinned bounce buffers on the GPU's node.
 // step = sum_l layer_l + head (output head bytes / ranks / VRAM bandwidth). The max over ranks is
 // taken per token, so the expectation is E[max] (the imbalance of contiguous-id ownership shows
 // up), estimated over a fixed set of routing samples drawn from the statistics (Madow systematic
@@ -94,7 +96,7 @@ class CostModel {
 
  private:
   double prefill_layer_time(const Plan& plan, int l) const;
-  double h2d_gbps(int gpu, int node_index) const;
+  double h2d_gbps(int gpu, int node_index, bool pinned) const;
 
   CostInputs in_;
   int ranks_ = 0;

@@ -213,6 +213,7 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
     ObjReader l(*links, source + ": links");
     DS4_TRY(p.h2d_aggregate_gbps, l.number("h2d_aggregate_gbps", false));
     DS4_TRY(p.inter_socket_gbps, l.number("inter_socket_gbps"));
+    DS4_TRY(p.pageable_h2d_gbps, l.number("pageable_h2d_gbps"));
     DS4_TRY(p.copy_latency_us, l.number("copy_latency_us", false));
     DS4_TRY(p.allreduce_latency_us, l.number("allreduce_latency_us", false));
     DS4_TRY(p.allreduce_gbps, l.number("allreduce_gbps"));
@@ -280,6 +281,7 @@ std::string hw_profile_to_json(const HwProfile& p) {
   for (const auto& d : p.nvme)
     j["nvme"].push_back({{"name", d.name}, {"numa_node", d.numa_node}, {"read_gbps", d.read_gbps}});
   j["links"] = {{"h2d_aggregate_gbps", p.h2d_aggregate_gbps}, {"inter_socket_gbps", p.inter_socket_gbps},
+                {"pageable_h2d_gbps", p.pageable_h2d_gbps},
                 {"copy_latency_us", p.copy_latency_us}, {"allreduce_latency_us", p.allreduce_latency_us},
                 {"allreduce_gbps", p.allreduce_gbps}};
   j["host"] = {{"reserved_gib", double(p.host_reserved_bytes) / kGiB}};

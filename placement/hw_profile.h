@@ -60,6 +60,7 @@ struct HwProfile {
   std::vector<NvmeProfile> nvme;
   double h2d_aggregate_gbps = 0;  ///< all GPUs copying at once (root complex / memory limit)
   double inter_socket_gbps = 0;   ///< cap on a copy whose source is on another node
+  double pageable_h2d_gbps = 0;   ///< cap on a copy from pageable (not page-locked) memory
   double copy_latency_us = 0;     ///< fixed cost of one host-to-device copy (launch + DMA setup)
   double allreduce_latency_us = 0;///< one small TP all-reduce (decode, 16 KiB)
   double allreduce_gbps = 0;      ///< large all-reduce bus bandwidth (prefill)

@@ -315,7 +315,7 @@ Result<Plan> make_plan(const CostModel& cm, const PlanOptions& opt, Policy polic
   } else if (policy == Policy::Planner) {
     // Step 5: per-layer staging mode and CPU cut-off, chosen on the sampled routing.
     const auto pin = pinnable_set(cm, L, E);
-    int forced_cpu = 0;
+    int pageable = 0;
     const int cut[] = {E, E * 7 / 8, E * 3 / 4, E / 2, E * 3 / 8, E / 4, E / 8, E / 16, 0};
     for (int l = 0; l < L; ++l) {
       auto apply = [&](StageMode mode, int t) {
@@ -325,8 +325,8 @@ Result<Plan> make_plan(const CostModel& cm, const PlanOptions& opt, Policy polic
           const bool cold = rank[size_t(l)][size_t(e)] >= t;
           if (is_host[size_t(l)][size_t(e)]) {
             const bool can_pin = pin[size_t(l)][size_t(e)];
-            pl.tier = (cold || !can_pin) ? Tier::Cpu : Tier::Host;
-            pl.pinned = pl.tier == Tier::Host;
+            pl.tier = cold ? Tier::Cpu : Tier::Host;
+            pl.pinned = pl.tier == Tier::Host && can_pin;
           } else if (pl.tier == Tier::Nvme) {
             pl.cpu_compute = cold;
           }
@@ -345,13 +345,15 @@ Result<Plan> make_plan(const CostModel& cm, const PlanOptions& opt, Policy polic
         }
       }
       apply(best_mode, best_t);
-      for (int e = 0; e < E; ++e)
-        if (is_host[size_t(l)][size_t(e)] && !pin[size_t(l)][size_t(e)] && rank[size_t(l)][size_t(e)] < best_t)
-          ++forced_cpu;
+      for (int e = 0; e < E; ++e) {
+        const ExpertPlacement& pl = plan.experts[size_t(l)][size_t(e)];
+        pageable += pl.tier == Tier::Host && !pl.pinned;
+      }
     }
-    if (forced_cpu > 0)
-      plan.notes.push_back(std::to_string(forced_cpu) + " host experts are computed on the CPU because memlock (" +
-                           gib(in.hw->memlock_bytes) + ") cannot pin them; raise `ulimit -l` to stage them");
+    if (pageable > 0)
+      plan.notes.push_back(std::to_string(pageable) + " staged experts stay pageable because memlock (" +
+                           gib(in.hw->memlock_bytes) + ") cannot pin them; they copy at <= " +
+                           std::to_string(in.hw->pageable_h2d_gbps) + " GB/s; raise `ulimit -l` to pin them");
   }
   account(cm, plan);
   DS4_TRY_VOID(check_plan(cm, plan));

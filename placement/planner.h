@@ -17,15 +17,17 @@
 //     while every node has room (counting the larger of a whole copy and rank slices); from the
 //     first that does not fit on, the rest are read from NVMe (an error without an NVMe device).
 //     Page-locking follows memlock: experts are marked pinnable coldest-first until the limit
-//     (independent of residency, so residency changes do not reshuffle it); a host expert that
-//     cannot be pinned is computed on the CPU.
+//     (independent of residency, so residency changes do not reshuffle it); a staged expert that
+//     cannot be pinned is copied from pageable memory (links.pageable_h2d_gbps).
 //  5. Per layer, the cost model (cost_model.h, sampled routing) picks the best of 2 staging modes
 //     (split: every rank fetches 1/R; whole: the owner fetches it) x 9 CPU cut-offs (experts of
 //     hot rank >= t in the layer, t in {E, 7E/8, 3E/4, E/2, 3E/8, E/4, E/8, E/16, 0}, are
 //     computed on the CPU of their owner's node instead of being staged).
-// Steps 3-5 make the predicted decode step non-increasing in each GPU's budget when memlock is
-// not binding: a plan for a larger budget is evaluated on the same samples with a superset of
-// resident experts and the same per-expert rules.
+// Steps 3-5 make the predicted decode step non-increasing in each GPU's budget: a plan for a
+// larger budget is evaluated on the same samples with a superset of resident experts and the same
+// per-expert rules, and an expert can only move up (NVMe -> host -> VRAM). One exception: with
+// memlock binding and NVMe faster than pageable H2D, an NVMe expert promoted to pageable host
+// memory may copy more slowly; the tests keep NVMe no faster than pageable copies.
 //
 // Baselines (same budgets and cost model):
 //  pocketllm-like   contiguous-id ownership (E/R per rank), nothing resident, every active expert

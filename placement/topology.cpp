@@ -129,6 +129,7 @@ Result<HwProfile> discover_hw_profile() {
       p.nvme.push_back(nv);
     }
   p.inter_socket_gbps = 16;
+  p.pageable_h2d_gbps = 0.5 * read;  // no GPU here; a pageable copy is a CPU memcpy at best
   p.allreduce_gbps = 1;
   rlimit rl{};
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) p.memlock_bytes = int64_t(rl.rlim_cur);

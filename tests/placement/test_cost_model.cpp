@@ -52,6 +52,7 @@ struct Fixture {
     for (int g = 0; g < gpus; ++g) hw.gpus.push_back({"g", 0, int64_t(2) << 30, 10.0, 500.0, 0.5, 5.0, ""});
     hw.h2d_aggregate_gbps = 1000;  // not binding
     hw.inter_socket_gbps = 10;
+    hw.pageable_h2d_gbps = 1000;  // not binding unless a test says so
     hw.copy_latency_us = 5;
     hw.allreduce_latency_us = 20;
     hw.allreduce_gbps = 5;
@@ -114,6 +115,34 @@ TEST(CostModel, ExpectedMaxOverRanks) {
   // The planner's split staging has no imbalance: 2 halves per rank every token.
   plan->mode[0] = StageMode::Split;
   EXPECT_NEAR(cm.predict(plan.value()).moe_s, 2 * (kExpert / 2 / 10e9 + 5e-6 + kExpert / 2 / 250e9), 1e-12);
+}
+
+TEST(CostModel, UnpinnableExpertsCopyAtThePageableRate) {
+  Fixture f(1, 1, 16);
+  f.hw.memlock_bytes = 0;  // nothing can be pinned
+  f.hw.pageable_h2d_gbps = 4;
+  {  // leave no VRAM for experts, so they are staged or CPU-computed
+    CostModel probe(f.inputs());
+    auto b = plan_budgets(probe, f.opt);
+    ASSERT_TRUE(b.ok());
+    f.hw.gpus[0].vram_bytes -= b->gpus[0].expert_capacity - 1000;
+  }
+  CostModel cm(f.inputs());
+  auto plan = make_plan(cm, f.opt, Policy::Planner);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  int host = 0;
+  for (const auto& e : plan->experts[0]) host += e.tier == Tier::Host;
+  EXPECT_GT(host, 0);  // 4 GB/s pageable staging still beats 2 GB/s IQ2_XXS CPU compute
+  for (const auto& e : plan->experts[0]) {
+    ASSERT_FALSE(e.pinned);
+    if (e.tier == Tier::Host) {
+      // A staged expert is charged at 4 GB/s, not the 10 GB/s pinned rate.
+      Plan one = plan.value();
+      for (auto& x : one.experts[0]) x = e;
+      EXPECT_NEAR(cm.predict(one).moe_s, kExpert / 4e9 + 5e-6 + kExpert / 250e9, 1e-12);
+    }
+  }
+  EXPECT_EQ(plan->pinned_bytes, 0);
 }
 
 }  // namespace

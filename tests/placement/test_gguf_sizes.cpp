@@ -54,6 +54,7 @@ TEST(GgufSizes, TinyFixture) {
   hw.gpus = {{"g", 0, int64_t(1) << 30, 10, 500, 0.5, 5, ""}};
   hw.h2d_aggregate_gbps = 10;
   hw.inter_socket_gbps = 10;
+  hw.pageable_h2d_gbps = 10;
   hw.allreduce_gbps = 1;
   hw.host_reserved_bytes = int64_t(1) << 30;
   ASSERT_TRUE(validate_hw_profile(hw, "t").ok());

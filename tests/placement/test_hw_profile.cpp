@@ -20,7 +20,7 @@ json minimal_profile() {
                     "cpu_expert_gbps": {"default": 10, "IQ2_XXS": 5}, "cpu_gflops": 100}],
     "gpus": [{"name": "g", "numa_node": 0, "vram_gib": 22, "h2d_gbps": 11.5, "vram_gbps": 616,
               "kernel_efficiency": 0.6, "tflops": 10}],
-    "links": {"h2d_aggregate_gbps": 11.5, "inter_socket_gbps": 16, "copy_latency_us": 8,
+    "links": {"h2d_aggregate_gbps": 11.5, "inter_socket_gbps": 16, "pageable_h2d_gbps": 11, "copy_latency_us": 8,
               "allreduce_latency_us": 0, "allreduce_gbps": 6},
     "host": {"memlock_gib": "unlimited", "reserved_gib": 4},
     "runtime": {"vram_reserved_mib": 700, "layer_overhead_us": 60, "cpu_expert_latency_us": 15}

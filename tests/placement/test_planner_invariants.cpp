@@ -80,6 +80,8 @@ HwProfile random_profile(std::mt19937_64& rng, int64_t routed_bytes) {
     p.gpus.push_back(gp);
   }
   if (rng() % 10 < 7) p.nvme.push_back({"nvme", p.nodes[0].id, 1 + 6 * u(rng)});
+  // Pageable copies no slower than NVMe reads (the condition of the monotonicity argument).
+  p.pageable_h2d_gbps = 7 + 20 * u(rng);
   p.h2d_aggregate_gbps = 5 + 40 * u(rng);
   p.inter_socket_gbps = 5 + 30 * u(rng);
   p.copy_latency_us = 20 * u(rng);
