@@ -4,7 +4,7 @@
 // emulated intrinsics). The DP4A path is what runs here (the MMA asm is device-only). Checks,
 // bit for bit against cpu::matvec_q8_1, for every weight type: dense MMQ with row and column
 // tails and with empty contract lanes (K = 768: 24 chunks), grouped MoE MMQ through the host
-// counting sort, and MMVQ (1 and 8 columns). It exercises the kernels' staging,
+// counting sort, MMVQ (1 and 8 columns) and the fused SwiGLU MMVQ. It exercises the kernels' staging,
 // K walk, epilogue, ownership and write-back logic without a GPU; the gpu tests check the same
 // (and the MMA path) on hardware.
 #include <gtest/gtest.h>
@@ -53,6 +53,18 @@ void sim_mmvq(const uint8_t* W, int64_t rows, int64_t cols, const uint8_t* act, 
                    [&] { cuda::mmvq_kernel<Tr, 8>(W, rows, rb, nchunks, a, nchunks, nc, y); });
 }
 
+/// Runs the fused gate/up SwiGLU MMVQ kernel for nc <= 8 columns on the host.
+template <class Tr>
+void sim_mmvq_swiglu(const uint8_t* Wg, const uint8_t* Wu, int64_t rows, int64_t cols, const uint8_t* act, int nc,
+                     float limit, float* h) {
+  const int64_t nchunks = cols / 32;
+  const int64_t rb = cols / (32 * Tr::kChunks) * int64_t(sizeof(typename Tr::Block));
+  const auto* a = reinterpret_cast<const BlockQ8_1*>(act);
+  for (unsigned bx = 0; bx < unsigned((rows + cuda::kMmvqRowsPerBlock - 1) / cuda::kMmvqRowsPerBlock); ++bx)
+    emu::run_block(bx, 0, 32 * cuda::kMmvqRowsPerBlock,
+                   [&] { cuda::mmvq_swiglu_kernel<Tr, 8>(Wg, Wu, rows, rb, nchunks, a, nchunks, nc, limit, h); });
+}
+
 template <class Tr>
 void check_type() {
   const GgmlType type = Tr::kType;
@@ -77,6 +89,31 @@ void check_type() {
       for (int c = 0; c < nc; ++c)
         for (int64_t r = 0; r < sub; ++r) wv[size_t(c * sub + r)] = want[size_t(c * rows + r)];
       EXPECT_EQ(count_bit_mismatches(yv, wv, "mmvq nc=" + std::to_string(nc)), 0);
+    }
+  }
+
+  // Fused SwiGLU: on the host the kernel's expf is the C library's, so the result must equal the
+  // engine formula (engine/moe_routing.cpp swiglu_clamped) on the CPU dots exactly.
+  {
+    const int64_t sub = 5, cols = 768;
+    const int nc = 3;
+    const auto wg = random_weights(type, sub, cols, rng), wu = random_weights(type, sub, cols, rng);
+    const auto act = cpu_q8_1(random_acts(nc, cols, rng), nc, cols);
+    const auto g = cpu_matmul(type, wg, sub, cols, act, nc), u = cpu_matmul(type, wu, sub, cols, act, nc);
+    float gmax = 0.0f;
+    for (float v : g) gmax = std::max(gmax, std::fabs(v));
+    for (const float limit : {0.5f * gmax, 0.0f}) {
+      std::vector<float> h(size_t(nc * sub), -1.0f), want(size_t(nc * sub));
+      sim_mmvq_swiglu<Tr>(wg.data(), wu.data(), sub, cols, act.data(), nc, limit, h.data());
+      for (size_t i = 0; i < want.size(); ++i) {
+        float gi = g[i], ui = u[i];
+        if (limit > 0) {
+          gi = std::min(gi, limit);
+          ui = std::clamp(ui, -limit, limit);
+        }
+        want[i] = gi / (1.0f + std::exp(-gi)) * ui;
+      }
+      EXPECT_EQ(count_bit_mismatches(h, want, "swiglu limit " + std::to_string(limit)), 0);
     }
   }
 
