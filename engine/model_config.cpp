@@ -1,6 +1,7 @@
 // engine/model_config.cpp — ModelConfig from GGUF metadata and the tensor cross-check.
 #include "engine/model_config.h"
 
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -245,6 +246,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
     std::unordered_map<std::string, const gguf::TensorInfo*> by_name;
     for (const auto& t : tensors) by_name[t.name] = &t;
     std::unordered_set<std::string> expected_names;
+    std::set<int64_t> expert_ne2;  // ne[2] values of expert tensors that disagree with expert_count
     for (const auto& e : expected_tensors(cc)) {
       expected_names.insert(e.name);
       auto it = by_name.find(e.name);
@@ -259,8 +261,10 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
       while (found.size() < want.size()) found.push_back(1);
       if (found != want) {
         std::string what = "shape " + shape_str(e.ne);
-        if (e.ne.size() == 3 && found.size() >= 3 && found[2] != e.ne[2] && found[0] == e.ne[0] && found[1] == e.ne[1])
+        if (e.ne.size() == 3 && found.size() >= 3 && found[2] != e.ne[2] && found[0] == e.ne[0] && found[1] == e.ne[1]) {
           what = "ne[2] = expert_count " + std::to_string(c.n_expert) + " (shape " + shape_str(e.ne) + ")";
+          expert_ne2.insert(found[2]);
+        }
         errs.push_back("tensor '" + e.name + "': expected " + what + ", found " + shape_str(found));
       }
       if (e.required_type >= 0 && static_cast<int>(t.type) != e.required_type) {
@@ -283,6 +287,12 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
             (t.name.find("compressor") != std::string::npos || t.name.find("indexer") != std::string::npos))
           unknown_ratio = true;
       if (!mtp && !unknown_ratio) errs.push_back("tensor '" + t.name + "': unexpected (not part of a deepseek4 model with this config)");
+    }
+    if (!expert_ne2.empty()) {
+      std::string found;
+      for (int64_t v : expert_ne2) found += (found.empty() ? "" : ", ") + std::to_string(v);
+      errs.insert(errs.begin(), "key 'deepseek4.expert_count': " + std::to_string(c.n_expert) +
+                                    " disagrees with the expert tensors, whose ne[2] is " + found);
     }
   }
   if (!errs.empty()) {

@@ -96,6 +96,7 @@ TEST(BadMetadata, EachProblemAloneIsRefused) {
   }, {});
   std::string ea = load_error(a), eb = load_error(b), ec = load_error(c), ed = load_error(d);
   EXPECT_NE(ea.find("expert_count 32"), std::string::npos) << ea;
+  EXPECT_NE(ea.find("'deepseek4.expert_count': 32 disagrees with the expert tensors, whose ne[2] is 16"), std::string::npos) << ea;
   EXPECT_NE(eb.find("swiglu_clamp_exp"), std::string::npos) << eb;
   EXPECT_NE(ec.find("blk.4.indexer.proj.weight"), std::string::npos) << ec;
   EXPECT_NE(ed.find("sliding_window"), std::string::npos) << ed;
