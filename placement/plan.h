@@ -54,7 +54,7 @@ struct NodeBudget {
   int64_t host_bytes = 0;  ///< staged experts' copies on this node (whole or rank slices)
   int64_t cpu_bytes = 0;   ///< CPU-computed experts on this node
   int64_t pinned_bytes = 0;
-  int host_experts = 0;    ///< experts (or slices counted fractionally, rounded) with a copy here
+  int host_experts = 0;    ///< staged experts whose home (owner's) node this is
   int cpu_experts = 0;
 };
 
