@@ -4,10 +4,15 @@
 // with Q8_1 activations (kernels/cpu/quant_ref.h matvec_q8_1 per batch row).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/quant_ref.h"
+#include "kernels/quant/blocks.h"
 #include "kernels/quant/ggml_type.h"
 
 namespace ds4::bench {
@@ -56,6 +61,47 @@ inline std::vector<OpCase> test_op_cases() {
     v.push_back({t, 33, 4096, 1, "expert_rows_33x4096"});
   }
   return v;
+}
+
+/// Random fp16 scale bits: a normal with |x| in [2^-12, 2^-2], one in eight negative.
+inline uint16_t sane_fp16(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> e(15 - 12, 15 - 3), m(0, 1023), s(0, 7);
+  // Mostly positive normals; one in eight negative (scales are signed fp16 in every format).
+  return uint16_t((s(rng) == 0 ? 0x8000 : 0) | (e(rng) << 10) | m(rng));
+}
+
+/// Random weight bytes for `rows` x `cols` of `type`. sane: fp16 / E8M0 scale fields are replaced
+/// by ordinary finite scales; otherwise every byte is random (inf/NaN/subnormal scales included).
+inline std::vector<uint8_t> random_weights(GgmlType type, int64_t rows, int64_t cols, std::mt19937_64& rng, bool sane) {
+  const int64_t rb = ds4::cpu::row_bytes(type, cols);
+  std::vector<uint8_t> w(size_t(rows * rb));
+  for (auto& b : w) b = uint8_t(rng());
+  if (!sane) return w;
+  const auto* geo = ggml_type_geometry(uint32_t(type));
+  const int64_t nblocks = rows * cols / geo->block_elems, bb = geo->block_bytes;
+  auto put16 = [&](int64_t off, uint16_t v) { std::memcpy(w.data() + off, &v, 2); };
+  for (int64_t i = 0; i < nblocks; ++i) {
+    const int64_t o = i * bb;
+    switch (type) {
+      case GgmlType::Q8_0:
+      case GgmlType::IQ2_XXS:
+      case GgmlType::IQ2_XS:
+      case GgmlType::IQ1_S: put16(o, sane_fp16(rng)); break;
+      case GgmlType::Q2_K:
+        put16(o + offsetof(ds4::quant::BlockQ2_K, d), sane_fp16(rng));
+        put16(o + offsetof(ds4::quant::BlockQ2_K, dmin), sane_fp16(rng));
+        break;
+      case GgmlType::MXFP4: w[size_t(o)] = uint8_t(110 + rng() % 30); break;
+      case GgmlType::IQ1_M: {
+        const uint16_t d = sane_fp16(rng);
+        uint8_t* sc = w.data() + o + offsetof(ds4::quant::BlockIQ1_M, scales);
+        for (int k = 0; k < 4; ++k) sc[2 * k + 1] = uint8_t((sc[2 * k + 1] & 0x0F) | (((d >> (4 * k)) & 0xF) << 4));
+        break;
+      }
+      default: break;  // types without a rule keep random bytes
+    }
+  }
+  return w;
 }
 
 }  // namespace ds4::bench

@@ -1,0 +1,156 @@
+// bench/bench_cpu_kernels.cpp — Google Benchmark micro-benchmarks of the CPU matrix-vector
+// kernels (weights x Q8_1 activations, kernels/cpu/quant_ref.h matvec_q8_1) on the op cases of
+// bench/op_cases.h (DeepSeek-V4-Flash expert shapes, batch 1), scalar reference vs AVX2, one
+// thread and all threads.
+//
+// Reported per case: GB/s of weight bytes read (1 GB = 1e9 B) and frac_mem_bw = that rate divided
+// by the host's streaming-read bandwidth measured at start-up in this binary (all threads, buffer
+// much larger than the LLC; kernels/cpu/mem_bandwidth.h).
+//  * "cold": each iteration reads the next of many copies of the weight matrix (pool >= 3 x LLC,
+//    at least 1 GiB), so weights come from DRAM as for experts streamed from host memory;
+//  * "hot": one matrix read again and again (stays in cache): the compute ceiling of the kernel.
+//    hot ~ cold, both below the memory bandwidth => the kernel is compute-bound on this machine.
+// The activation quantization (once per token, shared by all experts) is not timed.
+//
+// Environment: DS4_BENCH_POOL_MIB (cold pool size), DS4_BENCH_PROBE_MIB (probe buffer).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/op_cases.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/dot_dispatch.h"
+#include "kernels/cpu/mem_bandwidth.h"
+#include "kernels/cpu/quant_ref.h"
+
+namespace {
+
+using ds4::GgmlType;
+using ds4::bench::OpCase;
+
+double g_read_bps = 0.0;          // measured streaming-read bandwidth (B/s)
+std::vector<uint8_t> g_pool;      // cold pool (copies of one case's weight matrix)
+const OpCase* g_pool_case = nullptr;
+
+int64_t env_mib(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return dflt;
+  char* end = nullptr;
+  const long long v = std::strtoll(e, &end, 10);
+  if (*end != '\0' || v < 1) {
+    std::fprintf(stderr, "bench_cpu_kernels: %s: expected a positive integer (MiB), found '%s'\n", name, e);
+    std::exit(2);
+  }
+  return int64_t(v) << 20;
+}
+
+int64_t pool_bytes() {
+  static const int64_t b = env_mib("DS4_BENCH_POOL_MIB", std::max<int64_t>(int64_t(1) << 30, 3 * ds4::cpu::llc_bytes()));
+  return b;
+}
+
+/// Fills the pool with copies of one random matrix of case `c`; returns the number of copies.
+int64_t fill_pool(const OpCase& c, int64_t mat_bytes) {
+  const int64_t copies = std::max<int64_t>(1, pool_bytes() / mat_bytes);
+  if (g_pool_case != &c) {
+    std::mt19937_64 rng(42);
+    const auto w = ds4::bench::random_weights(c.type, c.rows, c.cols, rng, true);
+    g_pool.resize(size_t(copies * mat_bytes));
+    for (int64_t i = 0; i < copies; ++i) std::memcpy(g_pool.data() + i * mat_bytes, w.data(), size_t(mat_bytes));
+    g_pool_case = &c;
+  }
+  return copies;
+}
+
+void run_case(benchmark::State& state, const OpCase& c, ds4::cpu::SimdMode mode, int threads, bool cold) {
+  const int64_t mat_bytes = ds4::cpu::row_bytes(c.type, c.cols) * c.rows;
+  const int64_t copies = cold ? fill_pool(c, mat_bytes) : 1;
+  std::vector<uint8_t> hot;
+  if (!cold) {
+    std::mt19937_64 rng(42);
+    hot = ds4::bench::random_weights(c.type, c.rows, c.cols, rng, true);
+  }
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(c.cols * c.batch));
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> act(size_t(c.cols / 32 * 36 * c.batch));
+  for (int64_t b = 0; b < c.batch; ++b)
+    ds4::cpu::quantize_row_q8_1(x.data() + b * c.cols, act.data() + b * (c.cols / 32 * 36), c.cols);
+  std::vector<float> out(size_t(c.rows * c.batch));
+
+  ds4::cpu::set_simd_mode(mode);
+  int64_t i = 0;
+  for (auto _ : state) {
+    const uint8_t* w = cold ? g_pool.data() + (i % copies) * mat_bytes : hot.data();
+    for (int64_t b = 0; b < c.batch; ++b)
+      ds4::cpu::matvec_q8_1(c.type, w, c.rows, c.cols, act.data() + b * (c.cols / 32 * 36), out.data() + b * c.rows,
+                            threads);
+    benchmark::DoNotOptimize(out.data());
+    ++i;
+  }
+  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+  using benchmark::Counter;
+  state.counters["GBps"] = Counter(double(mat_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
+  state.counters["frac_mem_bw"] = Counter(double(mat_bytes) / g_read_bps, Counter::kIsIterationInvariantRate);
+  state.counters["weight_MB"] = double(mat_bytes) * 1e-6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  ds4::cpu::MemProbeOptions po;
+  po.bytes = env_mib("DS4_BENCH_PROBE_MIB", 0);
+  po.threads = hw;
+  auto probe = ds4::cpu::probe_memory_bandwidth(po);
+  if (!probe) {
+    std::fprintf(stderr, "bench_cpu_kernels: %s\n", probe.error().message.c_str());
+    return 1;
+  }
+  g_read_bps = probe->read_bps;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%.2f GB/s read, %.2f GB/s memcpy (%d threads, %lld MiB buffer, LLC %lld MiB)",
+                probe->read_bps * 1e-9, probe->copy_bps * 1e-9, probe->threads, (long long)(probe->bytes >> 20),
+                (long long)(probe->llc_bytes >> 20));
+  benchmark::AddCustomContext("host_memory_bandwidth", buf);
+  benchmark::AddCustomContext("cold_pool_MiB", std::to_string(pool_bytes() >> 20));
+  benchmark::AddCustomContext("avx2_usable", ds4::cpu::cpu_avx2_usable() ? "yes" : "no");
+  std::fprintf(stderr, "host memory bandwidth: %s\n", buf);
+
+  static const std::vector<OpCase> cases = ds4::bench::bench_op_cases();
+  for (const OpCase& c : cases) {
+    const std::string base = std::string(ds4::ggml_type_name(uint32_t(c.type))) + "/" + c.tag + "/b" +
+                             std::to_string(c.batch);
+    struct Variant {
+      ds4::cpu::SimdMode mode;
+      const char* name;
+      int threads;
+      bool cold;
+    };
+    std::vector<Variant> vs = {{ds4::cpu::SimdMode::ForceScalar, "scalar", 1, true},
+                               {ds4::cpu::SimdMode::ForceScalar, "scalar", hw, true}};
+    if (ds4::cpu::cpu_avx2_usable()) {
+      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", 1, true});
+      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, true});
+      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, false});
+    }
+    for (const Variant& v : vs) {
+      const std::string name = base + "/" + v.name + "/t" + std::to_string(v.threads) + (v.cold ? "/cold" : "/hot");
+      benchmark::RegisterBenchmark(name.c_str(), [&c, v](benchmark::State& st) { run_case(st, c, v.mode, v.threads, v.cold); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
