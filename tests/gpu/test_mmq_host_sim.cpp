@@ -4,7 +4,8 @@
 // emulated intrinsics). The DP4A path is what runs here (the MMA asm is device-only). Checks,
 // bit for bit against cpu::matvec_q8_1, for every weight type: dense MMQ with row and column
 // tails and with empty contract lanes (K = 768: 24 chunks), grouped MoE MMQ through the host
-// counting sort, MMVQ (1 and 8 columns) and the fused SwiGLU MMVQ. It exercises the kernels' staging,
+// counting sort, MMVQ (1 and 8 columns), the fused SwiGLU MMVQ; and the MoE sort and combine
+// kernels (kernels/cuda/moe/moe_kernels.cuh) against their host mirrors. It exercises the kernels' staging,
 // K walk, epilogue, ownership and write-back logic without a GPU; the gpu tests check the same
 // (and the MMA path) on hardware.
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/common/type_list.cuh"
 #include "kernels/cuda/mmq/mmq.cuh"
 #include "kernels/cuda/mmvq/mmvq.cuh"
+#include "kernels/cuda/moe/moe_kernels.cuh"
 #include "kernels/cuda/moe/moe_sort_host.h"
 #include "tests/gpu/quant_test_data.h"
 
@@ -148,6 +150,61 @@ TEST(KernelHostSim, MmqAndMmvqBitIdenticalToCpuForEveryType) {
 #define DS4_CASE(T) check_type<cuda::Traits##T>();
   DS4_CUDA_WEIGHT_TYPES(DS4_CASE)
 #undef DS4_CASE
+}
+
+TEST(KernelHostSim, MoeSortKernelEqualsHostMirror) {
+  std::mt19937 rng(17);
+  for (const int64_t n_pairs : {int64_t(0), int64_t(1), int64_t(97), int64_t(600)}) {
+    const int E = 1 + int(rng() % 70);  // more experts than threads in some cases
+    std::vector<int32_t> ids(static_cast<size_t>(n_pairs));
+    for (auto& v : ids) v = int32_t(rng() % uint32_t(E + 2)) - 1;
+    const auto want = cuda::moe_sort_host(ids.data(), n_pairs, E, cuda::kMmqCols);
+    std::vector<int32_t> bounds(size_t(E + 1), -7), sorted(size_t(n_pairs) + 1, -7),
+        tiles(size_t(3 * (n_pairs / cuda::kMmqCols + E + 1)), -7), counters(2, -7);
+    emu::run_block(0, 0, 32, [&] {
+      cuda::moe_sort_kernel(ids.data(), n_pairs, E, bounds.data(), sorted.data(), tiles.data(), counters.data());
+    });
+    EXPECT_EQ(bounds, want.expert_bounds);
+    EXPECT_EQ(std::vector<int32_t>(sorted.begin(), sorted.begin() + long(want.sorted.size())), want.sorted);
+    ASSERT_EQ(size_t(counters[0]) * 3, want.tiles.size());
+    EXPECT_EQ(std::vector<int32_t>(tiles.begin(), tiles.begin() + long(want.tiles.size())), want.tiles);
+    EXPECT_EQ(counters[1], want.n_invalid);
+  }
+}
+
+TEST(KernelHostSim, MoeCombineKernelSumsInAscendingExpertOrder) {
+  std::mt19937 rng(19);
+  const int64_t n_tokens = 9, dim = 37;
+  const int k = 6, E = 16;
+  std::vector<int32_t> ids(size_t(n_tokens * k));
+  for (auto& v : ids) v = int32_t(rng() % (E + 1)) - (rng() % 9 == 0 ? E + 1 : 0);  // some invalid
+  ids[0] = ids[1] = 3;                                                               // a tie: slot order
+  std::vector<float> y(size_t(n_tokens * k * dim)), w(size_t(n_tokens * k));
+  for (auto& v : y) v = std::ldexp(float(int(rng() % 2001) - 1000), int(rng() % 30) - 15);
+  for (auto& v : w) v = float(rng() % 1000) / 997.0f;
+  for (const bool weighted : {true, false}) {
+    std::vector<float> out(size_t(n_tokens * dim), -1.0f), want(out.size());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<int> order;
+      for (int s = 0; s < k; ++s)
+        if (ids[size_t(t * k + s)] >= 0 && ids[size_t(t * k + s)] < E) order.push_back(s);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return ids[size_t(t * k + a)] < ids[size_t(t * k + b)]; });
+      for (int64_t d = 0; d < dim; ++d) {
+        float acc = 0.0f;
+        for (int s : order) {
+          const float v = weighted ? w[size_t(t * k + s)] * y[size_t((t * k + s) * dim + d)] : y[size_t((t * k + s) * dim + d)];
+          acc = acc + v;
+        }
+        want[size_t(t * dim + d)] = acc;
+      }
+    }
+    const int64_t total = n_tokens * dim;
+    for (unsigned bx = 0; bx < unsigned((total + 63) / 64); ++bx)
+      emu::run_block(bx, 0, 64, [&] {
+        cuda::moe_combine_kernel(y.data(), ids.data(), weighted ? w.data() : nullptr, n_tokens, k, E, dim, out.data());
+      });
+    EXPECT_EQ(count_bit_mismatches(out, want, weighted ? "combine weighted" : "combine"), 0);
+  }
 }
 
 }  // namespace
