@@ -81,9 +81,10 @@ RunResult replay(const std::vector<std::vector<int>>& trace, EvictionPolicy pol,
   const std::vector<int>* step_now = nullptr;
   cache.set_eviction_observer([&](int l, int e) {
     if (std::find(hot.begin(), hot.end(), e) != hot.end()) ADD_FAILURE() << "hot expert " << e << " evicted";
-    if (step_now && slots - static_cast<int>(hot.size()) >= kK)
+    if (step_now && slots - static_cast<int>(hot.size()) >= kK) {
       EXPECT_EQ(std::find(step_now->begin(), step_now->end(), e), step_now->end())
           << "expert " << e << " evicted while its step still needs it";
+    }
   });
   for (const auto& step : trace) {
     step_now = &step;

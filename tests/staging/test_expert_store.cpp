@@ -70,7 +70,7 @@ void check_all(ExpertStore& s, const gguf::GgufModel& m, bool announce) {
       for (int k = 0; k < 6; ++k) step.push_back((k * 3 + round * 5 + l) % test::kFxExperts);
       std::sort(step.begin(), step.end());
       step.erase(std::unique(step.begin(), step.end()), step.end());
-      if (announce) ASSERT_TRUE(s.begin_step(l, step).ok());
+      if (announce) { ASSERT_TRUE(s.begin_step(l, step).ok()); }
       for (int e : step)
         for (int p = 0; p < 3; ++p) {
           auto w = s.get(l, e, static_cast<ExpertProj>(p));
@@ -96,14 +96,14 @@ TEST_F(StoreTest, EveryTierMatchesTheMmapSlices) {
         check_all(**s, *m, announce);
         const StagingCounters c = (*s)->counters();
         EXPECT_EQ(c.tier, expert_tier_name(t));
-        if (t == ExpertTier::Resident) EXPECT_GT(c.bytes_resident_reads, 0u);
-        if (t == ExpertTier::Host) EXPECT_GT(c.bytes_host_to_device, 0u);
+        if (t == ExpertTier::Resident) { EXPECT_GT(c.bytes_resident_reads, 0u); }
+        if (t == ExpertTier::Host) { EXPECT_GT(c.bytes_host_to_device, 0u); }
         if (t == ExpertTier::Nvme) {
           EXPECT_GT(c.bytes_nvme_to_device, 0u);
           ASSERT_TRUE(c.has_reader);
           EXPECT_EQ(c.reader.bytes, c.bytes_nvme_to_device);
         }
-        if (t != ExpertTier::Resident) EXPECT_GT(c.cache_misses + c.cache_bypass, 0u);
+        if (t != ExpertTier::Resident) { EXPECT_GT(c.cache_misses + c.cache_bypass, 0u); }
         if (path == big_ && announce) std::printf("%s\n", c.summary().c_str());
       }
     }

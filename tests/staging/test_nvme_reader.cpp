@@ -265,8 +265,8 @@ TEST(ReaderODirect, TmpfsReadsCorrectlyAndCountersAddUp) {
                 (unsigned long long)c.direct_refused);
     EXPECT_EQ(c.reads, c.direct_reads + c.buffered_reads);
     // Kernels before 6.6 refuse O_DIRECT on tmpfs: then every read is buffered and it is counted.
-    if (c.direct_refused > 0) EXPECT_EQ(c.buffered_reads, c.reads);
-    if (!(*rd)->file_direct(0)) EXPECT_GT(c.direct_refused, 0u);
+    if (c.direct_refused > 0) { EXPECT_EQ(c.buffered_reads, c.reads); }
+    if (!(*rd)->file_direct(0)) { EXPECT_GT(c.direct_refused, 0u); }
   }
   std::filesystem::remove_all(dir);
 }

@@ -64,8 +64,8 @@ TEST(StagingTiersTiny, SameLogitsAndTokensInEveryTier) {
     EXPECT_EQ(tokens, ref_tokens);
     const staging::StagingCounters c = sp->counters();
     std::printf("tier %s:\n%s\n", staging::expert_tier_name(t), c.summary().c_str());
-    if (t == staging::ExpertTier::Nvme) EXPECT_GT(c.bytes_nvme_to_device, 0u);
-    if (t == staging::ExpertTier::Host) EXPECT_GT(c.bytes_host_to_device, 0u);
+    if (t == staging::ExpertTier::Nvme) { EXPECT_GT(c.bytes_nvme_to_device, 0u); }
+    if (t == staging::ExpertTier::Host) { EXPECT_GT(c.bytes_host_to_device, 0u); }
   }
 }
 
