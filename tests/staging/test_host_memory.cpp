@@ -3,7 +3,11 @@
 // error cleared), real mlock of a region, NUMA-bound allocation.
 #include <gtest/gtest.h>
 
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -170,6 +174,49 @@ TEST(HostRegion, MlockPinsAndUnpins) {
   EXPECT_EQ(st.attempts, 4);
   std::memset(r->data(), 0x5a, r->bytes());
   EXPECT_EQ(r->data()[r->bytes() - 1], 0x5a);
+}
+
+/// Drops CAP_IPC_LOCK from this process's effective set (root ignores RLIMIT_MEMLOCK otherwise).
+bool drop_ipc_lock() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+  return syscall(SYS_capset, &hdr, data) == 0;
+}
+
+TEST(HostRegion, RealMlockFailsUnder64KiBLimitAndRollsBack) {
+  // In a child: lowered limit and dropped capability must not leak into other tests.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (!drop_ipc_lock()) _exit(2);
+    rlimit rl{64 * 1024, 64 * 1024};
+    if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) _exit(3);
+    // 48 KiB locked first, leaving 16 KiB of the limit.
+    const uint64_t one[] = {0};
+    auto small = HostRegion::allocate(48 * 1024, -1);
+    if (!small.ok() || !small->pin(one, kMaxPinChunk, mlock_pin_ops()).ok()) _exit(4);
+    // 1 MiB of 8 KiB slabs in 8 KiB chunks: two chunks lock, the third fails -> rollback.
+    auto r = HostRegion::allocate(1 << 20, -1);
+    if (!r.ok()) _exit(5);
+    std::vector<uint64_t> offs;
+    for (uint64_t o = 0; o < (1u << 20); o += 8 * 1024) offs.push_back(o);
+    PinStats st;
+    auto p = r->pin(offs, 8 * 1024, mlock_pin_ops(), &st);
+    if (p.ok() || r->pinned()) _exit(6);
+    if (p.error().message.find("mlock") == std::string::npos) _exit(7);
+    if (st.attempts != 3 || st.failures != 1) _exit(8);
+    // The rollback unlocked the two chunks: the remaining 16 KiB can be locked again.
+    auto again = HostRegion::allocate(16 * 1024, -1);
+    if (!again.ok() || !again->pin(one, kMaxPinChunk, mlock_pin_ops()).ok()) _exit(9);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "child failed at check " << WEXITSTATUS(status);
 }
 
 TEST(HostRegion, NumaBoundAllocation) {
