@@ -84,6 +84,10 @@ int run() {
     ChatMessage user{"user", text, ""};
     auto rendered = render_chat(std::span<const ChatMessage>(&user, 1), co);
     if (!rendered) return fail(cmd, rendered.error().message);
+    for (std::string_view marker : {chat_tokens::kUser, chat_tokens::kAssistant, chat_tokens::kThinkEnd})
+      if (tok->find_token(marker) < 0)
+        std::fprintf(stderr, "run: warning: the vocabulary has no '%.*s' token; chat markers are tokenized as plain text\n",
+                     int(marker.size()), marker.data());
     prompt = tok->encode(rendered.value(), /*add_bos=*/false, /*parse_special=*/true);
   } else {
     prompt = tok->encode(text, tok->add_bos(), /*parse_special=*/true);
