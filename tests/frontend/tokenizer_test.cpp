@@ -1,6 +1,8 @@
 // tests/frontend/tokenizer_test.cpp — byte-level BPE, the DeepSeek-V3 pre-tokenizer, specials.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "engine/tokenizer.h"
 #include "tests/frontend/test_vocab.h"
 
@@ -111,6 +113,23 @@ TEST(Bpe, InvalidUtf8IsEncodedBytewise) {
     auto ids = t->encode(s, false);
     EXPECT_EQ(t->decode(ids), s);
     for (int32_t id : ids) EXPECT_TRUE(id >= 0 && id < t->vocab_size());
+  }
+}
+
+TEST(Bpe, RandomBytesRoundTrip) {
+  // Deterministic random byte strings (mostly ill-formed UTF-8), biased toward spaces, digits and
+  // UTF-8 lead/continuation bytes so every regex branch and the invalid-UTF path are exercised.
+  auto t = make({"Ġ t", "h e", "Ġt he", "e r", "Ġ a", "ä ¸"});
+  ASSERT_TRUE(t);
+  std::mt19937_64 rng(2024);
+  const std::string alphabet = std::string(" \t\n\r09az'.,!") + "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\x80\xbf\xff";
+  for (int iter = 0; iter < 500; ++iter) {
+    std::string s;
+    size_t len = rng() % 48;
+    for (size_t i = 0; i < len; ++i)
+      s.push_back(rng() % 3 == 0 ? char(rng() & 0xFF) : alphabet[rng() % alphabet.size()]);
+    auto ids = t->encode(s, false);
+    ASSERT_EQ(t->decode(ids), s) << "iteration " << iter;
   }
 }
 
