@@ -138,6 +138,35 @@ TEST_P(CudaMatmul, MmqBitIdenticalToCpuAllBatchesBothPaths) {
   }
 }
 
+TEST_P(CudaMatmul, SameRowSameBitsAcrossBatchSizesAndPaths) {
+  // Independent of the CPU: every column of every launch must equal the same column of the
+  // n = 512 MMQ launch (MMVQ n = 1..8, MMQ n = 1, 17, 512 on both integer engines).
+  const GgmlType type = GetParam();
+  const int64_t rows = 130, cols = 4096;
+  std::mt19937 rng(400 + uint32_t(type));
+  const auto w = random_weights(type, rows, cols, rng);
+  const auto act = cpu_q8_1(random_acts(512, cols, rng), 512, cols);
+  auto dw = to_device(w);
+  auto dact = to_device(act);
+  DevBuf dref(size_t(512 * rows) * 4), dy(size_t(512 * rows) * 4);
+  ASSERT_EQ(cuda::mmq(type, dw->get(), rows, cols, dact->get(), 512, dref.get<float>(), cuda::MmqPath::Auto, nullptr),
+            cudaSuccess);
+  const auto ref = dref.download<float>(size_t(512 * rows));
+  auto check = [&](int64_t n, const std::string& what) {
+    const auto got = dy.download<float>(size_t(n * rows));
+    EXPECT_EQ(count_bit_mismatches(got, std::vector<float>(ref.begin(), ref.begin() + n * rows), what), 0);
+  };
+  for (int64_t n = 1; n <= 8; ++n) {
+    ASSERT_EQ(cuda::mmvq(type, dw->get(), rows, cols, dact->get(), n, dy.get<float>(), nullptr), cudaSuccess);
+    check(n, "mmvq n=" + std::to_string(n));
+  }
+  for (const auto path : {cuda::MmqPath::Dp4a, cuda::MmqPath::Auto})
+    for (const int64_t n : {1, 17, 512}) {
+      ASSERT_EQ(cuda::mmq(type, dw->get(), rows, cols, dact->get(), n, dy.get<float>(), path, nullptr), cudaSuccess);
+      check(n, "mmq n=" + std::to_string(n));
+    }
+}
+
 TEST_P(CudaMatmul, FusedSwigluWithinToleranceOfCpu) {
   const GgmlType type = GetParam();
   const int64_t rows = 70, cols = 2816, n = 8;
