@@ -30,14 +30,14 @@ if [ "${DS4_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# Project virtual environment for the oracle tests (gguf-py, numpy).
+# Project virtual environment for the oracle tests (gguf-py, numpy; HF tokenizers for the tokenizer oracle).
 PY=${DS4_PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import gguf, numpy" 2>/dev/null; then
-  echo "setup: installing gguf and numpy into .venv"
-  .venv/bin/python -m pip install -q --disable-pip-version-check "numpy>=1.26" "gguf>=0.17"
+if ! .venv/bin/python -c "import gguf, numpy, tokenizers" 2>/dev/null; then
+  echo "setup: installing gguf, numpy and tokenizers into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check "numpy>=1.26" "gguf>=0.17" "tokenizers>=0.15"
 fi
 echo "setup: done"
