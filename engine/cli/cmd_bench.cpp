@@ -1,0 +1,426 @@
+// engine/cli/cmd_bench.cpp — `ds4-offload bench`: prefill / decode speed and time to first token
+// over repetitions, with the metadata that makes a result comparable and roofline columns (weight
+// bytes read per decoded token over the measured host memory bandwidth); `--probe` measures the
+// host memory bandwidth only. Runs the model through the Session API only (engine/session.h).
+//
+// Method, per (prompt length p, generation length n) and repetition, after one short warm-up:
+//   reset; eval(p random token ids) -> TTFT (the first generated token comes from these logits, so
+//   it is counted in the prefill); prefill t/s = p / TTFT; then n-1 greedy single-token evals ->
+//   decode t/s = (n-1) / their time. Reported: mean and sample standard deviation over -r reps.
+// Rows follow llama-bench: test "pp<p>" (prefill) and "tg<n> @ d<p>" (decode after a p-token
+// prompt); column names model, size, params, backend, threads, n_prompt, n_gen, test, t/s (md) or
+// avg_ts / stddev_ts (json, csv) as llama-bench writes them.
+// Roofline (decode rows): bytes/token is ESTIMATED from the GGUF (the engine exposes no counters):
+// every non-expert weight of the main layers + n_expert_used / n_expert of the routed-expert
+// tensors + one row of the token embedding; GB/s = bytes/token x decode t/s; frac = GB/s over the
+// streaming-read bandwidth measured by the probe at start (kernels/cpu/mem_bandwidth.h).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/cli_common.h"
+#include "engine/cli/command.h"
+#include "engine/model_config.h"
+#include "gguf/gguf_file.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/mem_bandwidth.h"
+#include "kernels/quant/ggml_type.h"
+
+namespace ds4::cli {
+namespace {
+
+using nlohmann::json;
+
+struct BenchArgs {
+  ModelArgs model;
+  std::string prompts = "512";
+  std::string gens = "128";
+  int reps = 3;
+  std::string output = "md";
+  bool probe = false;
+  std::string probe_out;
+  int probe_mib = 0;
+};
+BenchArgs args;
+
+CLI::App* setup(CLI::App& app) {
+  auto* s = app.add_subcommand("bench", "Measure prefill/decode tok/s and TTFT (mean, stddev) with roofline columns; "
+                                        "--probe: host memory bandwidth only");
+  s->add_option("-m,--model", args.model.model, "Model GGUF (required unless --probe)");
+  s->add_option("-p,--n-prompt", args.prompts, "Prompt lengths, comma-separated (each >= 1)")->capture_default_str();
+  s->add_option("-n,--n-gen", args.gens,
+                "Generation lengths, comma-separated (>= 0; the first token comes from the prefill, "
+                "so decode is timed over n-1 tokens; n <= 1 gives no decode row)")
+      ->capture_default_str();
+  s->add_option("-r,--repetitions", args.reps, "Timed repetitions per test (after one warm-up)")->capture_default_str();
+  s->add_option("-o,--output", args.output, "Output format: md, json or csv")->capture_default_str();
+  s->add_option("--activations", args.model.activations,
+                "Matrix-product activations: f32 (exactly decoded weights) or q8 (Q8_1 integer dots)")
+      ->capture_default_str();
+  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  s->add_flag("--probe", args.probe, "Only measure host memory read and memcpy bandwidth (and H2D per GPU with CUDA)");
+  s->add_option("--probe-out", args.probe_out, "With --probe: also write the probe results as JSON to this file");
+  s->add_option("--probe-mib", args.probe_mib,
+                "Probe buffer in MiB (0 = max(1 GiB, 4 x LLC); must be well above the LLC to measure DRAM)")
+      ->capture_default_str();
+  return s;
+}
+
+/// Parses "512,2048" into integers >= `min`; errors name the flag and the bad item.
+Result<std::vector<int>> parse_list(const std::string& text, const char* flag, int min) {
+  std::vector<int> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long x = 0;
+    try {
+      x = std::stol(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || x < min || x > 1000000)
+      return Error{std::string(flag) + ": expected comma-separated integers >= " + std::to_string(min) + ", found \"" +
+                   item + "\" in \"" + text + "\""};
+    v.push_back(int(x));
+  }
+  if (v.empty()) return Error{std::string(flag) + ": expected at least one value, found \"" + text + "\""};
+  return v;
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto c = line.find(':');
+      return c == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", c + 1));
+    }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string build_info() {
+  std::string s;
+#ifdef NDEBUG
+  s = "release";
+#else
+  s = "debug (assertions on)";
+#endif
+#ifdef __OPTIMIZE__
+  s += ", optimized";
+#else
+  s += ", -O0";
+#endif
+  s += ", " + std::string(__VERSION__);
+  s += ", q8 dot kernels ";
+  s += cpu::avx2_selected() ? "avx2" : "scalar";
+  return s;
+}
+
+/// Facts from the GGUF header: parameter count, quant mix, estimated weight bytes per token.
+struct ModelFacts {
+  uint64_t params = 0;
+  std::string quant_mix;   // e.g. "experts MXFP4; other F32"
+  double bytes_per_token = 0.0;
+};
+
+Result<ModelFacts> model_facts(const std::string& path, const ModelConfig& c) {
+  gguf::OpenOptions oo;
+  oo.map_data = false;
+  DS4_TRY(gguf::GgufModel g, gguf::GgufModel::open(path, oo));
+  ModelFacts f;
+  std::vector<std::string> expert_types, other_types;
+  auto add = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  double dense = 0, experts = 0;
+  for (const auto& t : g.tensors()) {
+    f.params += uint64_t(t.nelements());
+    const std::string type(ggml_type_name(t.type));
+    const bool is_expert = t.name.find("_exps.") != std::string::npos;
+    int layer = -1;
+    if (t.name.rfind("blk.", 0) == 0) layer = std::atoi(t.name.c_str() + 4);
+    if (layer >= c.n_layer) continue;  // MTP blocks are not run per generated token
+    if (is_expert) {
+      add(expert_types, type);
+      experts += double(t.nbytes);
+    } else if (t.name == "token_embd.weight") {
+      dense += double(t.row_bytes());  // one embedding row per token
+    } else {
+      add(other_types, type);
+      dense += double(t.nbytes);
+    }
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : "+") + x;
+    return s.empty() ? std::string("none") : s;
+  };
+  f.quant_mix = "experts " + join(expert_types) + "; other " + join(other_types);
+  f.bytes_per_token = dense + (c.n_expert > 0 ? experts * double(c.n_expert_used) / double(c.n_expert) : 0.0);
+  return f;
+}
+
+struct Stat {
+  double mean = 0, sd = 0;
+  std::vector<double> samples;
+};
+Stat stat_of(const std::vector<double>& v) {
+  Stat s;
+  s.samples = v;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  if (v.size() > 1) {
+    double q = 0;
+    for (double x : v) q += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(q / double(v.size() - 1));
+  }
+  return s;
+}
+
+/// One output row (a pp or a tg test).
+struct Row {
+  int n_prompt = 0, n_gen = 0;
+  std::string test;
+  Stat ts;            // tokens / s
+  Stat ttft_ms;       // pp rows only
+  bool decode = false;
+};
+
+int32_t argmax(const std::vector<float>& v) {
+  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+/// Runs one repetition: returns {ttft_s, decode_s}.
+Result<std::pair<double, double>> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) {
+  using Clock = std::chrono::steady_clock;
+  s.reset();
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  DS4_TRY_VOID(s.eval(prompt, nullptr, &logits));
+  const double ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+  int32_t tok = argmax(logits);
+  const auto t1 = Clock::now();
+  for (int i = 1; i < n_gen; ++i) {
+    const int32_t one[1] = {tok};
+    DS4_TRY_VOID(s.eval(one, nullptr, &logits));
+    tok = argmax(logits);
+  }
+  return std::make_pair(ttft, std::chrono::duration<double>(Clock::now() - t1).count());
+}
+
+std::string fmtd(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string csv_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+json probe_json(const cpu::MemProbeResult& p) {
+  return json{{"host_read_GBps", p.read_bps * 1e-9}, {"host_memcpy_GBps", p.copy_bps * 1e-9},
+              {"threads", p.threads},           {"buffer_MiB", p.bytes >> 20},
+              {"llc_MiB", p.llc_bytes >> 20},   {"h2d_GBps_per_gpu", json::array()},
+              {"gpus", "no GPU (CPU-only build path)"}};
+}
+
+int run_probe(const cpu::MemProbeResult& p) {
+  const json j = probe_json(p);
+  if (args.output == "json") {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (args.output == "csv") {
+    std::printf("host_read_GBps,host_memcpy_GBps,threads,buffer_MiB,llc_MiB,gpus\n%.3f,%.3f,%d,%lld,%lld,%s\n",
+                p.read_bps * 1e-9, p.copy_bps * 1e-9, p.threads, (long long)(p.bytes >> 20),
+                (long long)(p.llc_bytes >> 20), csv_quote("no GPU").c_str());
+  } else {
+    std::printf("| probe | value |\n| --- | ---: |\n");
+    std::printf("| host memory read (all %d threads) | %.2f GB/s |\n", p.threads, p.read_bps * 1e-9);
+    std::printf("| host memcpy (bytes copied) | %.2f GB/s |\n", p.copy_bps * 1e-9);
+    std::printf("| buffer / LLC | %lld MiB / %lld MiB |\n", (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
+    std::printf("| H2D per GPU | no GPU |\n");
+  }
+  if (!args.probe_out.empty()) {
+    std::ofstream f(args.probe_out);
+    f << j.dump(2) << "\n";
+    if (!f) return fail("bench", "--probe-out '" + args.probe_out + "': cannot write");
+  }
+  return 0;
+}
+
+int run() {
+  const char* cmd = "bench";
+  if (args.output != "md" && args.output != "json" && args.output != "csv")
+    return fail(cmd, "-o/--output: expected md, json or csv, found \"" + args.output + "\"");
+  if (args.reps < 1) return fail(cmd, "-r/--repetitions: expected >= 1, found " + std::to_string(args.reps));
+  if (args.model.threads < 0)
+    return fail(cmd, "-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(args.model.threads));
+  if (args.probe_mib < 0) return fail(cmd, "--probe-mib: expected >= 0, found " + std::to_string(args.probe_mib));
+  if (!args.probe_out.empty() && !args.probe) return fail(cmd, "--probe-out needs --probe");
+  if (args.probe && !args.model.model.empty())
+    return fail(cmd, "--probe measures the machine only: drop -m/--model, or drop --probe to benchmark the model");
+  if (!args.probe && args.model.model.empty()) return fail(cmd, "-m/--model is required (or use --probe)");
+  auto prompts = parse_list(args.prompts, "-p/--n-prompt", 1);
+  if (!prompts) return fail(cmd, prompts.error().message);
+  auto gens = parse_list(args.gens, "-n/--n-gen", 0);
+  if (!gens) return fail(cmd, gens.error().message);
+  if (auto a = parse_activations(args.model.activations); !a) return fail(cmd, a.error().message);
+
+  cpu::MemProbeOptions po;
+  po.bytes = int64_t(args.probe_mib) << 20;
+  po.threads = args.model.threads;
+  auto probe = cpu::probe_memory_bandwidth(po);
+  if (!probe) return fail(cmd, probe.error().message);
+  if (args.probe) return run_probe(probe.value());
+
+  auto model = load_model(args.model, cmd);
+  if (!model) return fail(cmd, model.error().message);
+  std::shared_ptr<Model> m = model.value();
+  const ModelConfig& c = m->config();
+  auto facts = model_facts(args.model.model, c);
+  if (!facts) return fail(cmd, facts.error().message);
+  for (int p : prompts.value())
+    for (int n : gens.value())
+      if (int64_t(p) + n > c.n_ctx)
+        return fail(cmd, "-p " + std::to_string(p) + " + -n " + std::to_string(n) + " exceeds the model's context_length " +
+                             std::to_string(c.n_ctx));
+  auto session = Session::create(m);
+  if (!session) return fail(cmd, session.error().message);
+  Session& s = *session.value();
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab - 1));
+  // Warm-up: a short prompt and two decode steps (first-touch of weights, thread start-up).
+  {
+    std::vector<int32_t> w(size_t(std::min(prompts.value()[0], 32)));
+    for (auto& t : w) t = tok(rng);
+    if (auto r = run_once(s, w, 2); !r) return fail(cmd, r.error().message);
+  }
+  const int threads = m->options().threads > 0 ? m->options().threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Row> rows;
+  for (int p : prompts.value()) {
+    std::vector<int32_t> prompt(static_cast<size_t>(p));
+    for (auto& t : prompt) t = tok(rng);
+    for (int n : gens.value()) {
+      std::vector<double> pp, ttft, tg;
+      for (int r = 0; r < args.reps; ++r) {
+        auto res = run_once(s, prompt, n);
+        if (!res) return fail(cmd, res.error().message);
+        ttft.push_back(res->first * 1e3);
+        pp.push_back(double(p) / res->first);
+        if (n > 1) tg.push_back(double(n - 1) / res->second);
+      }
+      // One pp row per prompt length (from the first generation length's runs).
+      if (n == gens.value()[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
+      if (n > 1) rows.push_back({p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true});
+    }
+  }
+
+  const double size_gib = double(m->weight_bytes()) / double(1ull << 30);
+  const double bpt = facts->bytes_per_token, bw = probe->read_bps;
+  const std::string backend = "CPU";
+  const std::string acts = activations_name(m->options().activations);
+  json meta{{"model", args.model.model},
+            {"quant_mix", facts->quant_mix},
+            {"model_size", m->weight_bytes()},
+            {"model_n_params", facts->params},
+            {"placement", "all CPU"},
+            {"backend", backend},
+            {"build", build_info()},
+            {"n_threads", threads},
+            {"activations", acts},
+            {"cpu_info", cpu_model_name()},
+            {"gpu_info", "none"},
+            {"driver", "n/a"},
+            {"date", utc_now()},
+            {"repetitions", args.reps},
+            {"warmup", "1 run: min(p0, 32) prompt tokens + 2 tokens"},
+            {"host_read_GBps", bw * 1e-9},
+            {"host_memcpy_GBps", probe->copy_bps * 1e-9},
+            {"bytes_per_token_est", bpt},
+            {"bytes_per_token_note", "estimated from the GGUF: non-expert weights + top_k/n_expert of expert weights"}};
+
+  if (args.output == "json") {
+    json res = json::array();
+    for (const Row& r : rows) {
+      json j{{"model", args.model.model}, {"size", m->weight_bytes()}, {"params", facts->params},
+             {"backend", backend},        {"threads", threads},       {"activations", acts},
+             {"n_prompt", r.n_prompt},    {"n_gen", r.n_gen},         {"test", r.test},
+             {"avg_ts", r.ts.mean},       {"stddev_ts", r.ts.sd},     {"samples_ts", r.ts.samples}};
+      if (!r.decode) {
+        j["ttft_ms_avg"] = r.ttft_ms.mean;
+        j["ttft_ms_stddev"] = r.ttft_ms.sd;
+      } else {
+        j["bytes_per_token_est"] = bpt;
+        j["weights_GBps"] = bpt * r.ts.mean * 1e-9;
+        j["frac_mem_bw"] = bpt * r.ts.mean / bw;
+      }
+      res.push_back(j);
+    }
+    std::printf("%s\n", json{{"metadata", meta}, {"results", res}}.dump(2).c_str());
+    return 0;
+  }
+  if (args.output == "csv") {
+    std::printf("model,size,params,backend,threads,activations,n_prompt,n_gen,test,avg_ts,stddev_ts,ttft_ms_avg,"
+                "ttft_ms_stddev,bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,placement,build,cpu_info,gpu_info,"
+                "date,host_read_GBps\n");
+    for (const Row& r : rows) {
+      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
+                  csv_quote(args.model.model).c_str(), (unsigned long long)m->weight_bytes(),
+                  (unsigned long long)facts->params, backend.c_str(), threads, acts.c_str(), r.n_prompt, r.n_gen,
+                  csv_quote(r.test).c_str(), r.ts.mean, r.ts.sd, r.decode ? "" : fmtd("%.4f", r.ttft_ms.mean).c_str(),
+                  r.decode ? "" : fmtd("%.4f", r.ttft_ms.sd).c_str(), r.decode ? fmtd("%.0f", bpt).c_str() : "",
+                  r.decode ? fmtd("%.4f", bpt * r.ts.mean * 1e-9).c_str() : "",
+                  r.decode ? fmtd("%.5f", bpt * r.ts.mean / bw).c_str() : "", csv_quote(facts->quant_mix).c_str(),
+                  csv_quote("all CPU").c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
+                  csv_quote("none").c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
+    }
+    return 0;
+  }
+  // Markdown: metadata list, then the table.
+  std::printf("- model: %s (%s, %.2f GiB, %.2f M params)\n", args.model.model.c_str(), facts->quant_mix.c_str(), size_gib,
+              double(facts->params) * 1e-6);
+  std::printf("- placement: all CPU; GPUs: none; build: %s\n", build_info().c_str());
+  std::printf("- CPU: %s, %d threads; activations %s; date %s\n", cpu_model_name().c_str(), threads, acts.c_str(),
+              meta["date"].get<std::string>().c_str());
+  std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",
+              bw * 1e-9, probe->copy_bps * 1e-9, probe->threads, args.reps);
+  std::printf("- B/tok: ESTIMATED weight bytes read per decoded token (non-expert + top-k/n_expert of experts)\n\n");
+  std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok (est.) | GB/s | %% mem bw |\n");
+  std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  std::string name = args.model.model;
+  if (auto sl = name.find_last_of('/'); sl != std::string::npos) name = name.substr(sl + 1);
+  for (const Row& r : rows) {
+    std::printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s |\n", name.c_str(), size_gib,
+                double(facts->params) * 1e-6, backend.c_str(), threads, r.test.c_str(), r.ts.mean, r.ts.sd,
+                r.decode ? "-" : (fmtd("%.2f", r.ttft_ms.mean) + " ± " + fmtd("%.2f", r.ttft_ms.sd)).c_str(),
+                r.decode ? fmtd("%.3g", bpt).c_str() : "-", r.decode ? fmtd("%.3f", bpt * r.ts.mean * 1e-9).c_str() : "-",
+                r.decode ? fmtd("%.2f", 100.0 * bpt * r.ts.mean / bw).c_str() : "-");
+  }
+  return 0;
+}
+
+CommandRegistrar reg({"bench", setup, run});
+
+}  // namespace
+}  // namespace ds4::cli

@@ -1,0 +1,163 @@
+// tests/cpu_simd/bench_cli_test.cpp — `ds4-offload bench` on the dsv4-tiny fixture with tiny sizes
+// (-p 16 -n 4 -r 1) in each output format: JSON parses with the expected rows and fields, CSV rows
+// have the header's column count, the Markdown table rows have the header's column count; bad flag
+// values give one clear error; `--probe` reports a bandwidth. Speed is not asserted (benchmarks).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_env.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Out {
+  int code = -1;
+  std::string out;
+};
+
+/// Runs ds4-offload with `args`; stdout only unless `merge_stderr`.
+Out run(const std::string& args, bool merge_stderr = false) {
+  const std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Out o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+fs::path fixture() { return ds4::test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
+
+std::string bench_args(const std::string& fmt) {
+  return "bench -m '" + fixture().string() + "' -p 16 -n 4 -r 1 -t 2 --probe-mib 16 -o " + fmt;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string l;
+  while (std::getline(ss, l))
+    if (!l.empty()) v.push_back(l);
+  return v;
+}
+
+/// Number of CSV fields of one line (double-quoted fields may contain commas and "" escapes).
+int csv_fields(const std::string& l) {
+  int n = 1;
+  bool q = false;
+  for (char c : l) {
+    if (c == '"') q = !q;
+    else if (c == ',' && !q) ++n;
+  }
+  return q ? -1 : n;
+}
+
+#define REQUIRE_FIXTURE() \
+  if (!fs::exists(fixture())) GTEST_SKIP() << "fixture missing: " << fixture()
+
+TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
+  REQUIRE_FIXTURE();
+  const Out o = run(bench_args("json"));
+  ASSERT_EQ(o.code, 0) << o.out;
+  const json j = json::parse(o.out);
+  ASSERT_EQ(j.at("results").size(), 2u) << o.out;
+  const json& pp = j["results"][0];
+  const json& tg = j["results"][1];
+  EXPECT_EQ(pp.at("test"), "pp16");
+  EXPECT_EQ(pp.at("n_prompt"), 16);
+  EXPECT_GT(pp.at("avg_ts").get<double>(), 0.0);
+  EXPECT_GT(pp.at("ttft_ms_avg").get<double>(), 0.0);
+  EXPECT_EQ(tg.at("test"), "tg4 @ d16");
+  EXPECT_EQ(tg.at("n_gen"), 4);
+  EXPECT_GT(tg.at("avg_ts").get<double>(), 0.0);
+  EXPECT_EQ(tg.at("stddev_ts").get<double>(), 0.0);  // one repetition
+  EXPECT_GT(tg.at("frac_mem_bw").get<double>(), 0.0);
+  const json& m = j.at("metadata");
+  for (const char* k : {"model", "quant_mix", "placement", "build", "cpu_info", "gpu_info", "date", "n_threads",
+                        "host_read_GBps", "bytes_per_token_est"})
+    EXPECT_TRUE(m.contains(k)) << k;
+  EXPECT_NE(m.at("quant_mix").get<std::string>().find("experts MXFP4"), std::string::npos) << m.dump();
+  EXPECT_EQ(m.at("n_threads"), 2);
+  EXPECT_EQ(m.at("placement"), "all CPU");
+}
+
+TEST(BenchCli, CsvRowsMatchTheHeader) {
+  REQUIRE_FIXTURE();
+  const Out o = run(bench_args("csv"));
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto ls = lines(o.out);
+  ASSERT_EQ(ls.size(), 3u) << o.out;
+  EXPECT_EQ(ls[0].rfind("model,size,params,backend,threads,", 0), 0u) << ls[0];
+  const int cols = csv_fields(ls[0]);
+  EXPECT_GE(cols, 20);
+  for (size_t i = 1; i < ls.size(); ++i) EXPECT_EQ(csv_fields(ls[i]), cols) << ls[i];
+  EXPECT_NE(ls[1].find("\"pp16\""), std::string::npos);
+  EXPECT_NE(ls[2].find("\"tg4 @ d16\""), std::string::npos);
+}
+
+TEST(BenchCli, MarkdownTableRowsMatchTheHeader) {
+  REQUIRE_FIXTURE();
+  const Out o = run(bench_args("md"));
+  ASSERT_EQ(o.code, 0) << o.out;
+  std::vector<std::string> table;
+  for (const auto& l : lines(o.out))
+    if (l[0] == '|') table.push_back(l);
+  ASSERT_EQ(table.size(), 4u) << o.out;  // header, separator, pp16, tg4 @ d16
+  auto pipes = [](const std::string& l) { return std::count(l.begin(), l.end(), '|'); };
+  EXPECT_NE(table[0].find("| t/s |"), std::string::npos) << table[0];
+  for (const auto& l : table) EXPECT_EQ(pipes(l), pipes(table[0])) << l;
+  EXPECT_NE(table[2].find("| pp16 |"), std::string::npos) << table[2];
+  EXPECT_NE(table[3].find("| tg4 @ d16 |"), std::string::npos) << table[3];
+}
+
+TEST(BenchCli, BadFlagValuesGiveOneClearError) {
+  REQUIRE_FIXTURE();
+  const std::string m = "bench -m '" + fixture().string() + "' ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {m + "-o xml", "-o/--output: expected md, json or csv, found \"xml\""},
+      {m + "-p 0", "-p/--n-prompt: expected comma-separated integers >= 1, found \"0\""},
+      {m + "-p 16,abc", "found \"abc\""},
+      {m + "-r 0", "-r/--repetitions: expected >= 1, found 0"},
+      {m + "-t -1", "-t/--threads"},
+      {m + "--activations f16", "--activations: expected f32 or q8"},
+      {"bench -p 16", "-m/--model is required"},
+      {m + "-p 100000", "exceeds the model's context_length"},
+  };
+  for (const auto& [args, msg] : cases) {
+    const Out o = run(args + " --probe-mib 16", true);
+    EXPECT_EQ(o.code, 1) << args << "\n" << o.out;
+    EXPECT_NE(o.out.find(msg), std::string::npos) << args << "\n" << o.out;
+    int error_lines = 0;
+    for (const auto& l : lines(o.out)) error_lines += l.find("error") != std::string::npos;
+    EXPECT_EQ(error_lines, 1) << args << "\n" << o.out;
+  }
+}
+
+TEST(BenchCli, ProbeReportsHostBandwidth) {
+  const fs::path out = ds4::test::scratch_dir("bench_probe") / "probe.json";
+  const Out o = run("bench --probe --probe-mib 16 -o json --probe-out '" + out.string() + "'");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const json j = json::parse(o.out);
+  EXPECT_GT(j.at("host_read_GBps").get<double>(), 0.0);
+  EXPECT_GT(j.at("host_memcpy_GBps").get<double>(), 0.0);
+  EXPECT_EQ(j.at("buffer_MiB"), 16);
+  std::ifstream in(out);
+  const json f = json::parse(in);
+  EXPECT_EQ(f.at("buffer_MiB"), 16);
+}
+
+}  // namespace
