@@ -13,6 +13,7 @@
 #include "engine/forward.h"
 #include "engine/indexer_score.h"
 #include "engine/sparse_attention.h"
+#include "engine/topk.h"
 
 namespace ds4 {
 
@@ -35,51 +36,75 @@ void Forward::compress(int l, const float* x, int64_t n, int64_t pos0, const dev
   }
 }
 
-void Forward::indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0,
-                      LayerState& ls, std::vector<std::vector<int32_t>>* sel) const {
+Result<void> Forward::indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0,
+                              LayerState& ls, std::vector<std::vector<int32_t>>* sel) const {
   const LayerWeights& L = w_.layers[l];
-  const int64_t H = c_.idx_heads, D = c_.idx_head_dim;
-  std::vector<float> q(static_cast<size_t>(n * H * D)), wts(static_cast<size_t>(n * H));
-  dev_.matmul(L.idx_q_b, qr, n, q.data(), act_);
-  dev_.matmul(L.idx_proj, x, n, wts.data(), act_);
+  const int64_t H = c_.idx_heads, D = c_.idx_head_dim, S = shard_.shards, hs = H / S;
+  const int64_t own = shard_.shard1 - shard_.shard0, Hr = shard_.idx_head1 - shard_.idx_head0;
+  DS4_CHECK(Hr == own * hs);
+  // Column-parallel: this rank's indexer heads of wq_b and weights_proj.
+  std::vector<float> q(static_cast<size_t>(n * Hr * D)), wts(static_cast<size_t>(n * Hr));
+  dev_.matmul(row_slice(L.idx_q_b, shard_.idx_head0 * D, shard_.idx_head1 * D), qr, n, q.data(), act_);
+  dev_.matmul(row_slice(L.idx_proj, shard_.idx_head0, shard_.idx_head1), x, n, wts.data(), act_);
   // Keys first: the block completed by token t is visible to t (compressor runs before scoring).
   compress(l, x, n, pos0, L.idx_cmp_kv, L.idx_cmp_gate, L.idx_cmp_ape, L.idx_cmp_norm, ls.icmp, ls.ikv);
   // REF: weights_proj(x) * (head_dim^-0.5 * n_heads^-0.5).
   const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))) *
                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  // Canonical partial scores (tensor_parallel.h, definition 2): part[k][off[t] + j] is the score
+  // of block j for token t over the heads of this rank's k-th canonical shard.
+  std::vector<int64_t> off(static_cast<size_t>(n + 1), 0);
+  for (int64_t t = 0; t < n; ++t) off[t + 1] = off[t] + compressed_visible(pos0 + t, 4);
+  const int64_t total = off[n];
+  std::vector<float> part(static_cast<size_t>(own * total));
+  dev_.parallel_for(n, [&](int64_t t) {
+    const int64_t pos = pos0 + t, nvis = off[t + 1] - off[t];
+    float* qt = q.data() + t * Hr * D;
+    for (int64_t h = 0; h < Hr; ++h) L.rope.apply(qt + h * D, D, pos, false);
+    std::vector<float> wt(static_cast<size_t>(Hr));
+    for (int64_t h = 0; h < Hr; ++h) wt[h] = wts[t * Hr + h] * wscale;
+    for (int64_t k = 0; k < own; ++k)
+      indexer_scores(qt + k * hs * D, wt.data() + k * hs, hs, D, ls.ikv.data(), nvis,
+                     part.data() + k * total + off[t]);
+  });
+  // Shard partials of all ranks in shard order, summed in that order on every rank.
+  std::vector<float> all;
+  const float* parts = part.data();
+  if (comm_ && total > 0) {
+    all.resize(static_cast<size_t>(S * total));
+    DS4_TRY_VOID(comm_->all_gather_f32(part.data(), own * total, all.data()));
+    parts = all.data();
+  }
+  std::vector<float> score(static_cast<size_t>(total));
+  if (total > 0) comm::ordered_sum_f32(parts, static_cast<int>(S), total, score.data());
   sel->assign(static_cast<size_t>(n), {});
   dev_.parallel_for(n, [&](int64_t t) {
-    const int64_t pos = pos0 + t;
-    float* qt = q.data() + t * H * D;
-    for (int64_t h = 0; h < H; ++h) L.rope.apply(qt + h * D, D, pos, false);
-    std::vector<float> wt(static_cast<size_t>(H));
-    for (int64_t h = 0; h < H; ++h) wt[h] = wts[t * H + h] * wscale;
-    std::vector<int32_t> top = indexer_select(qt, wt.data(), H, D, ls.ikv.data(),
-                                              compressed_visible(pos, 4), c_.idx_topk);
-    (*sel)[t] = std::move(top);
+    (*sel)[t] = topk_desc(score.data() + off[t], off[t + 1] - off[t], c_.idx_topk);
   });
+  return ok();
 }
 
-void Forward::attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
-                        ForwardTrace* trace) const {
+Result<void> Forward::attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
+                                ForwardTrace* trace) const {
   const LayerWeights& L = w_.layers[l];
   LayerState& ls = st.layers[l];
-  const int64_t pos0 = st.pos, D = c_.head_dim, H = c_.n_head, win = c_.window;
+  const int64_t pos0 = st.pos, D = c_.head_dim, win = c_.window;
+  const int64_t h0 = shard_.head0, Hr = shard_.head1 - shard_.head0;  // this rank's query heads
   const int ratio = c_.ratio(l);
 
-  // q = rms(wq_b(RMSNorm_q(wq_a x))) per head, RoPE on the last rope_dim dims.
+  // q = rms(wq_b(RMSNorm_q(wq_a x))) per head, RoPE on the last rope_dim dims (wq_b by heads).
   std::vector<float> qr(static_cast<size_t>(n * c_.q_lora_rank));
   dev_.matmul(L.q_a, x, n, qr.data(), act_);
   dev_.rmsnorm(qr.data(), L.q_a_norm, n, c_.q_lora_rank, c_.norm_eps, qr.data());
-  std::vector<float> q(static_cast<size_t>(n * H * D));
-  dev_.matmul(L.q_b, qr.data(), n, q.data(), act_);
-  dev_.rmsnorm(q.data(), nullptr, n * H, D, c_.norm_eps, q.data());
-  // kv = RMSNorm_kv(wkv x), RoPE.
+  std::vector<float> q(static_cast<size_t>(n * Hr * D));
+  dev_.matmul(row_slice(L.q_b, h0 * D, shard_.head1 * D), qr.data(), n, q.data(), act_);
+  dev_.rmsnorm(q.data(), nullptr, n * Hr, D, c_.norm_eps, q.data());
+  // kv = RMSNorm_kv(wkv x), RoPE (replicated: the single latent KV).
   std::vector<float> kv(static_cast<size_t>(n * D));
   dev_.matmul(L.kv, x, n, kv.data(), act_);
   dev_.rmsnorm(kv.data(), L.kv_norm, n, D, c_.norm_eps, kv.data());
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < H; ++h) L.rope.apply(q.data() + (t * H + h) * D, D, pos0 + t, false);
+    for (int64_t h = 0; h < Hr; ++h) L.rope.apply(q.data() + (t * Hr + h) * D, D, pos0 + t, false);
     L.rope.apply(kv.data() + t * D, D, pos0 + t, false);
   }
 
@@ -87,14 +112,14 @@ void Forward::attention(int l, const float* x, int64_t n, SequenceState& st, flo
   // by token t is visible to t).
   std::vector<std::vector<int32_t>> sel;
   if (ratio == 4) {
-    indexer(l, x, qr.data(), n, pos0, ls, &sel);
+    DS4_TRY_VOID(indexer(l, x, qr.data(), n, pos0, ls, &sel));
     if (trace && !trace->indexer.empty())
       for (int64_t t = 0; t < n; ++t) trace->indexer[l][pos0 + t] = sel[t];
   }
   if (ratio > 0) compress(l, x, n, pos0, L.cmp_kv, L.cmp_gate, L.cmp_ape, L.cmp_norm, ls.cmp, ls.ckv);
 
   // Sparse attention with sink per (token, head), then inverse RoPE at the query position.
-  std::vector<float> o(static_cast<size_t>(n * H * D));
+  std::vector<float> o(static_cast<size_t>(n * Hr * D));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   dev_.parallel_for(n, [&](int64_t t) {
     const int64_t pos = pos0 + t;
@@ -108,10 +133,10 @@ void Forward::attention(int l, const float* x, int64_t n, SequenceState& st, flo
       for (int64_t j = 0; j < nvis; ++j) cand.push_back(ls.ckv.data() + j * D);
     }
     std::vector<float> scratch(cand.size());
-    for (int64_t h = 0; h < H; ++h) {
-      float* oh = o.data() + (t * H + h) * D;
-      attend_with_sink(q.data() + (t * H + h) * D, cand.data(), static_cast<int64_t>(cand.size()), D,
-                       scale, L.attn_sinks[h], oh, scratch.data());
+    for (int64_t h = 0; h < Hr; ++h) {
+      float* oh = o.data() + (t * Hr + h) * D;
+      attend_with_sink(q.data() + (t * Hr + h) * D, cand.data(), static_cast<int64_t>(cand.size()), D,
+                       scale, L.attn_sinks[h0 + h], oh, scratch.data());
       L.rope.apply(oh, D, pos, true);
     }
   });
@@ -119,19 +144,33 @@ void Forward::attention(int l, const float* x, int64_t n, SequenceState& st, flo
   for (int64_t p = std::max(pos0, pos0 + n - win); p < pos0 + n; ++p)
     std::copy_n(kv.data() + (p - pos0) * D, D, ls.window.data() + (p % win) * D);
 
-  // Grouped low-rank output: z_g = wo_a[g] o_g (heads of group g contiguous), out = wo_b z.
-  const int64_t G = c_.o_groups, gin = H * D / G, R = c_.o_lora_rank;
+  // Grouped low-rank output: z_g = wo_a[g] o_g (heads of group g contiguous; wo_a by groups), then
+  // the canonical wo_b (tensor_parallel.h, definition 1): P_s = wo_b[:, cols of shard s] z_s for
+  // this rank's shards, gathered in shard order and summed in that order.
+  const int64_t G = c_.o_groups, gin = c_.n_head * D / G, R = c_.o_lora_rank, S = shard_.shards;
+  const int64_t gps = G / S, own = shard_.shard1 - shard_.shard0, g0 = shard_.shard0 * gps;
   std::vector<float> og(static_cast<size_t>(n * gin)), zg(static_cast<size_t>(n * R));
-  std::vector<float> z(static_cast<size_t>(n * G * R));
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * H * D + g * gin, gin, og.data() + t * gin);
-    dev::WeightMatrix wa = L.out_a;
-    wa.data = L.out_a.row(g * R);
-    wa.out = R;
-    dev_.matmul(wa, og.data(), n, zg.data(), act_);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * R, R, z.data() + t * G * R + g * R);
+  std::vector<float> zs(static_cast<size_t>(n * gps * R));
+  std::vector<float> part(static_cast<size_t>(own * n * c_.dim));
+  for (int64_t k = 0; k < own; ++k) {
+    for (int64_t j = 0; j < gps; ++j) {
+      const int64_t g = g0 + k * gps + j, gl = g - g0;  // global and rank-local group
+      for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * Hr * D + gl * gin, gin, og.data() + t * gin);
+      dev_.matmul(row_slice(L.out_a, g * R, (g + 1) * R), og.data(), n, zg.data(), act_);
+      for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * R, R, zs.data() + t * gps * R + j * R);
+    }
+    const int64_t c0 = (g0 + k * gps) * R;
+    dev_.matmul(col_slice(L.out_b, c0, c0 + gps * R), zs.data(), n, part.data() + k * n * c_.dim, act_);
   }
-  dev_.matmul(L.out_b, z.data(), n, out, act_);
+  std::vector<float> all;
+  const float* parts = part.data();
+  if (comm_) {
+    all.resize(static_cast<size_t>(S * n * c_.dim));
+    DS4_TRY_VOID(comm_->all_gather_f32(part.data(), own * n * c_.dim, all.data()));
+    parts = all.data();
+  }
+  comm::ordered_sum_f32(parts, static_cast<int>(S), n * c_.dim, out);
+  return ok();
 }
 
 }  // namespace ds4

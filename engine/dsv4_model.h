@@ -10,6 +10,8 @@
 #include "engine/model_weights.h"
 #include "engine/sequence_state.h"
 #include "engine/session.h"
+#include "engine/tensor_parallel.h"
+#include "kernels/comm.h"
 #include "engine/tokenizer.h"
 #include "gguf/gguf_file.h"
 #include "kernels/device.h"
@@ -20,7 +22,9 @@ namespace ds4 {
 /// (tokens empty) when the file has no tokenizer. Errors name the key.
 Result<TokenizerVocab> tokenizer_vocab_from_gguf(const gguf::Metadata& meta);
 
-/// A loaded DeepSeek-V4 model on one device.
+/// A loaded DeepSeek-V4 model on options().tp ranks: one device (CPU backend, threads split
+/// evenly), one comm endpoint and one TpShard per rank; the weights are bound once (mmap) and
+/// every rank reads only its slices.
 class Dsv4Model final : public Model {
  public:
   /// Opens, validates (model_config_from_gguf) and binds `path`.
@@ -30,8 +34,12 @@ class Dsv4Model final : public Model {
   const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
   const ModelOptions& options() const override { return opts_; }
   uint64_t weight_bytes() const override { return weights_.bytes; }
+  RankMemory rank_memory(int rank) const override;
 
-  dev::Device& device() const { return *device_; }
+  /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
+  dev::Device& device(int rank = 0) const { return *devices_.at(rank); }
+  const TpShard& shard(int rank) const { return shards_.at(rank); }
+  comm::Comm* comm(int rank) const { return comms_.empty() ? nullptr : comms_.at(rank).get(); }
   const ModelWeights& weights() const { return weights_; }
   dev::ActFormat act_format() const {
     return opts_.activations == Activations::Q8 ? dev::ActFormat::Q8_1 : dev::ActFormat::F32;
@@ -44,32 +52,43 @@ class Dsv4Model final : public Model {
   ModelWeights weights_;
   ModelOptions opts_;
   std::shared_ptr<const Tokenizer> tokenizer_;
-  std::unique_ptr<dev::Device> device_;
+  std::vector<std::unique_ptr<dev::Device>> devices_;
+  std::vector<std::unique_ptr<comm::Comm>> comms_;
+  std::vector<TpShard> shards_;
+  std::vector<RankWeightBytes> rank_bytes_;
 };
 
-/// One sequence on a Dsv4Model.
+/// One sequence on a Dsv4Model: with tp ranks, one Forward and one SequenceState replica per
+/// rank; eval runs rank 0 on the calling thread and ranks 1.. on their own threads.
 class Dsv4Session final : public Session {
  public:
-  explicit Dsv4Session(std::shared_ptr<Dsv4Model> m)
-      : model_(std::move(m)), state_(model_->config()),
-        forward_(model_->config(), model_->weights(), model_->device(), model_->act_format()) {}
+  explicit Dsv4Session(std::shared_ptr<Dsv4Model> m);
 
   Result<void> eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                     std::vector<float>* logits_last) override;
-  int64_t position() const override { return state_.pos; }
-  void reset() override { state_.reset(model_->config()); }
-  uint64_t state_bytes() const override { return state_.bytes(); }
+  int64_t position() const override { return states_[0].pos; }
+  void reset() override {
+    for (auto& s : states_) s.reset(model_->config());
+  }
+  uint64_t state_bytes() const override { return states_[0].bytes(); }
+  RankMemory rank_memory(int rank) const override {
+    RankMemory m = model_->rank_memory(rank);
+    m.state = states_.at(rank).bytes();
+    return m;
+  }
 
   /// Records router and indexer decisions of later eval calls into `trace` (null = stop).
   void set_trace(ForwardTrace* trace) { trace_ = trace; }
   /// The sequence state (copyable: save/restore for prefix reuse or rollback).
-  const SequenceState& state() const { return state_; }
-  void set_state(const SequenceState& s) { state_ = s; }
+  const SequenceState& state() const { return states_[0]; }
+  void set_state(const SequenceState& s) {
+    for (auto& r : states_) r = s;
+  }
 
  private:
   std::shared_ptr<Dsv4Model> model_;
-  SequenceState state_;
-  Forward forward_;
+  std::vector<SequenceState> states_;  // one replica per rank
+  std::vector<Forward> forwards_;      // one per rank
   ForwardTrace* trace_ = nullptr;
 };
 

@@ -19,7 +19,24 @@ void decode_row(const dev::WeightMatrix& w, int64_t r, float* dst) {
   }
 }
 
+/// The single-device shard (R = 1); cannot fail for one rank.
+TpShard single_shard(const ModelConfig& c, const ModelWeights& w) {
+  Result<TpShard> s = make_tp_shard(c, w, 0, 1);
+  DS4_CHECK(s.ok());
+  return std::move(s).value();
+}
+
 }  // namespace
+
+Forward::Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act)
+    : c_(c), w_(w), dev_(device), act_(act), shard_(single_shard(c, w)) {}
+
+Forward::Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act,
+                 TpShard shard, comm::Comm* comm)
+    : c_(c), w_(w), dev_(device), act_(act), shard_(std::move(shard)), comm_(comm) {
+  DS4_CHECK((comm_ == nullptr) == (shard_.ranks == 1));
+  DS4_CHECK(!comm_ || (comm_->size() == shard_.ranks && comm_->rank() == shard_.rank));
+}
 
 Result<void> Forward::eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows,
                            std::vector<float>* logits, ForwardTrace* trace) const {
@@ -39,11 +56,24 @@ Result<void> Forward::eval(std::span<const int32_t> tokens, SequenceState& st, b
     }
   }
 
-  // X [n, hc, dim]: every copy starts as the token embedding.
+  // X [n, hc, dim]: every copy starts as the token embedding. Vocabulary-parallel: the owner of
+  // a token's row decodes it; the rows are gathered and each token takes its owner's copy (exact,
+  // signed zeros included).
   std::vector<float> X(static_cast<size_t>(n * hc * dim));
-  for (int64_t t = 0; t < n; ++t) {
-    decode_row(w_.token_embd, tokens[t], X.data() + t * hc * dim);
-    for (int j = 1; j < hc; ++j) std::copy_n(X.data() + t * hc * dim, dim, X.data() + (t * hc + j) * dim);
+  {
+    std::vector<float> e(static_cast<size_t>(n * dim), 0.0f), all;
+    for (int64_t t = 0; t < n; ++t)
+      if (tokens[t] >= shard_.vocab0 && tokens[t] < shard_.vocab1) decode_row(w_.token_embd, tokens[t], e.data() + t * dim);
+    const float* src = e.data();
+    const int64_t vr = shard_.vocab1 - shard_.vocab0;
+    if (comm_) {
+      all.resize(static_cast<size_t>(shard_.ranks * n * dim));
+      DS4_TRY_VOID(comm_->all_gather_f32(e.data(), n * dim, all.data()));
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      if (comm_) src = all.data() + (tokens[t] / vr) * n * dim;
+      for (int j = 0; j < hc; ++j) std::copy_n(src + t * dim, dim, X.data() + (t * hc + j) * dim);
+    }
   }
 
   std::vector<float> y(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
@@ -66,7 +96,7 @@ Result<void> Forward::eval(std::span<const int32_t> tokens, SequenceState& st, b
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[l];
     hc_pre(L.hc_attn_fn, L.hc_attn_scale, L.hc_attn_base, L.attn_norm);
-    attention(l, y.data(), n, st, f.data(), trace);
+    DS4_TRY_VOID(attention(l, y.data(), n, st, f.data(), trace));
     post();
     hc_pre(L.hc_ffn_fn, L.hc_ffn_scale, L.hc_ffn_base, L.ffn_norm);
     DS4_TRY_VOID(moe(l, y.data(), tokens, st.pos, f.data(), trace));
@@ -88,7 +118,18 @@ Result<void> Forward::eval(std::span<const int32_t> tokens, SequenceState& st, b
   dev_.rmsnorm(h.data(), w_.output_norm, rows, dim, c_.norm_eps, h.data());
   if (logits) {
     logits->resize(static_cast<size_t>(rows * c_.vocab));
-    dev_.matmul(w_.output, h.data(), rows, logits->data(), act_);
+    if (!comm_) {
+      dev_.matmul(w_.output, h.data(), rows, logits->data(), act_);
+    } else {
+      // Vocabulary-parallel head: this rank's slice, then a gather of [R, rows, vocab/R].
+      const int64_t vr = shard_.vocab1 - shard_.vocab0, R = shard_.ranks;
+      std::vector<float> part(static_cast<size_t>(rows * vr)), all(static_cast<size_t>(R * rows * vr));
+      dev_.matmul(row_slice(w_.output, shard_.vocab0, shard_.vocab1), h.data(), rows, part.data(), act_);
+      DS4_TRY_VOID(comm_->all_gather_f32(part.data(), rows * vr, all.data()));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < rows; ++i)
+          std::copy_n(all.data() + (r * rows + i) * vr, vr, logits->data() + i * c_.vocab + r * vr);
+    }
   }
   return ok();
 }

@@ -11,6 +11,12 @@
 // EXCEPT the router gate (`ffn_gate_inp`), which REF computes in FP32 and whose top-k is
 // discontinuous. F32/F16/BF16 weights always take FP32 activations. Attention scores, the indexer
 // scores, mHC and norms are FP32 in both modes.
+//
+// Tensor parallelism: a Forward is one rank of a group (engine/tensor_parallel.h holds the sharding
+// and the canonical definition that makes every rank count give the same bits). With R = 1 the
+// same canonical shard sums are computed on one device and no collective runs. With R > 1 every
+// rank's thread calls eval() with the same tokens on its own SequenceState replica; all ranks
+// return the same full logits.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,8 @@
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
 #include "engine/sequence_state.h"
+#include "engine/tensor_parallel.h"
+#include "kernels/comm.h"
 #include "kernels/device.h"
 
 namespace ds4 {
@@ -36,8 +44,11 @@ struct ForwardTrace {
 /// Runs chunks of tokens through the model, updating a SequenceState.
 class Forward {
  public:
-  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act)
-      : c_(c), w_(w), dev_(device), act_(act) {}
+  /// Single device (R = 1, the canonical partition of `c`).
+  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act);
+  /// Rank shard.rank of a group of shard.ranks; `comm` is that rank's endpoint (null iff R = 1).
+  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act,
+          TpShard shard, comm::Comm* comm);
 
   /// Feeds `tokens` at positions st.pos .. st.pos+n-1. Writes logits [n, vocab] into `logits`
   /// for all rows when `all_rows`, else only the last row ([vocab]). `trace` may be null.
@@ -46,13 +57,13 @@ class Forward {
 
  private:
   /// Attention sublayer of layer l: x [n, dim] normalized input -> out [n, dim].
-  void attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
+  Result<void> attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
                  ForwardTrace* trace) const;
   /// MoE sublayer of layer l: x [n, dim] -> out [n, dim].
   Result<void> moe(int l, const float* x, std::span<const int32_t> tokens, int64_t pos0,
                    float* out, ForwardTrace* trace) const;
   /// Indexer of layer l: top-k compressed block ids per token (-1 padded to idx_topk).
-  void indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0, LayerState& ls,
+  Result<void> indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0, LayerState& ls,
                std::vector<std::vector<int32_t>>* sel) const;
   /// Runs a compressor over the chunk and appends emitted blocks (normed, rotated) to `cache`.
   void compress(int l, const float* x, int64_t n, int64_t pos0, const dev::WeightMatrix& wkv,
@@ -63,6 +74,8 @@ class Forward {
   const ModelWeights& w_;
   dev::Device& dev_;
   dev::ActFormat act_;
+  TpShard shard_;
+  comm::Comm* comm_ = nullptr;  // null when R = 1
 };
 
 }  // namespace ds4

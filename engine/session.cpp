@@ -32,9 +32,6 @@ Result<TokenizerVocab> tokenizer_vocab_from_gguf(const gguf::Metadata& meta) {
 }
 
 Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, const ModelOptions& opts) {
-  if (opts.tp != 1)
-    return Error{"model options: tensor parallelism tp=" + std::to_string(opts.tp) +
-                 " is not available on the CPU backend (expected tp=1)"};
   DS4_TRY(gguf::GgufModel file, gguf::GgufModel::open(path));
   std::shared_ptr<Dsv4Model> m(new Dsv4Model(std::move(file)));
   m->opts_ = opts;
@@ -44,7 +41,30 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (!vocab.tokens.empty()) {
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
   }
-  m->device_ = dev::make_cpu_device(opts.threads);
+  // Tensor-parallel ranks: shards validated before any thread or device is made.
+  const int R = opts.tp;
+  for (int r = 0; r < R; ++r) {
+    auto sh = make_tp_shard(m->config_, m->weights_, r, R);
+    if (!sh.ok()) return Error{path + ": " + sh.error().message};
+    m->shards_.push_back(std::move(*sh));
+    DS4_TRY(RankWeightBytes b, rank_weight_bytes(m->config_, m->weights_, m->shards_.back()));
+    m->rank_bytes_.push_back(b);
+  }
+  // CPU backend: the worker threads are split evenly over the ranks (results do not depend on
+  // the thread count, kernels/device.h).
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int per_rank = std::max(1, (opts.threads > 0 ? opts.threads : hw) / R);
+  for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_cpu_device(R == 1 ? opts.threads : per_rank));
+  if (R > 1) m->comms_ = comm::make_cpu_group(R);
+  return m;
+}
+
+RankMemory Dsv4Model::rank_memory(int rank) const {
+  const RankWeightBytes& b = rank_bytes_.at(rank);
+  RankMemory m;
+  m.weights_replicated = b.replicated;
+  m.weights_sharded = b.sharded;
+  m.weights_experts = b.experts;
   return m;
 }
 
@@ -59,16 +79,45 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<Model> model) {
   return std::unique_ptr<Session>(new Dsv4Session(std::move(m)));
 }
 
+Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m) : model_(std::move(m)) {
+  const int R = model_->tp();
+  states_.assign(static_cast<size_t>(R), SequenceState(model_->config()));
+  forwards_.reserve(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) {
+    if (R == 1)
+      forwards_.emplace_back(model_->config(), model_->weights(), model_->device(0), model_->act_format());
+    else
+      forwards_.emplace_back(model_->config(), model_->weights(), model_->device(r), model_->act_format(),
+                             model_->shard(r), model_->comm(r));
+  }
+}
+
 Result<void> Dsv4Session::eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                                std::vector<float>* logits_last) {
   const ModelConfig& c = model_->config();
-  if (state_.pos + static_cast<int64_t>(tokens.size()) > c.n_ctx)
-    return Error{"eval: " + std::to_string(state_.pos) + " + " + std::to_string(tokens.size()) +
+  const int64_t pos = states_[0].pos;
+  if (pos + static_cast<int64_t>(tokens.size()) > c.n_ctx)
+    return Error{"eval: " + std::to_string(pos) + " + " + std::to_string(tokens.size()) +
                  " tokens exceed the model's context_length " + std::to_string(c.n_ctx)};
   if (tokens.empty()) return ok();
   const bool all = logits_all != nullptr;
   std::vector<float>* dst = all ? logits_all : logits_last;  // null: no head matmul
-  DS4_TRY_VOID(forward_.eval(tokens, state_, all, dst, trace_));
+  const int R = static_cast<int>(forwards_.size());
+  if (R == 1) {
+    DS4_TRY_VOID(forwards_[0].eval(tokens, states_[0], all, dst, trace_));
+  } else {
+    // One thread per rank; every rank gets the full logits, rank 0's are returned.
+    std::vector<Result<void>> res(static_cast<size_t>(R));
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(R));
+    std::vector<std::thread> threads;
+    for (int r = 1; r < R; ++r)
+      threads.emplace_back([&, r] {
+        res[r] = forwards_[r].eval(tokens, states_[r], all, dst ? &scratch[r] : nullptr, nullptr);
+      });
+    res[0] = forwards_[0].eval(tokens, states_[0], all, dst, trace_);
+    for (auto& t : threads) t.join();
+    for (auto& r : res) DS4_TRY_VOID(r);
+  }
   if (all && logits_last) {
     logits_last->assign(logits_all->end() - c.vocab, logits_all->end());
   }

@@ -27,7 +27,17 @@ enum class Activations { F32, Q8 };
 struct ModelOptions {
   Activations activations = Activations::F32;
   int threads = 0;  // 0 = all hardware threads
-  int tp = 1;       // tensor-parallel ranks (1, 2, 4, 8)
+  int tp = 1;       // tensor-parallel ranks (1, 2, 4, 8): one thread + device per rank; every
+                    // tp gives bit-identical logits (engine/tensor_parallel.h, canonical definition)
+};
+
+/// Memory one tensor-parallel rank holds (bytes).
+struct RankMemory {
+  uint64_t weights_replicated = 0;  // tensors every rank binds whole (norms, mHC, wkv, compressors, ...)
+  uint64_t weights_sharded = 0;     // its slices of wq_b, wo_a, wo_b, indexer, embedding, head
+  uint64_t weights_experts = 0;     // the routed experts it owns
+  uint64_t state = 0;               // its sequence-state replica (KV window, caches, compressors)
+  uint64_t weights() const { return weights_replicated + weights_sharded + weights_experts; }
 };
 
 /// A loaded DSV4 model (config validated against the tensors, weights bound, tokenizer built).
@@ -42,6 +52,10 @@ class Model {
   virtual const ModelOptions& options() const = 0;
   /// Bytes of weights held in memory by this process (for the run summary).
   virtual uint64_t weight_bytes() const = 0;
+  /// Number of tensor-parallel ranks (options().tp).
+  int tp() const { return options().tp; }
+  /// Weight bytes rank `rank` (0 <= rank < tp()) binds; `state` is 0 here (see Session).
+  virtual RankMemory rank_memory(int rank) const = 0;
 };
 
 /// One sequence. Not thread-safe; one Session per concurrent sequence.
@@ -59,8 +73,11 @@ class Session {
   virtual int64_t position() const = 0;
   /// Clears the sequence state (position 0).
   virtual void reset() = 0;
-  /// Bytes of per-sequence state (KV, compressed caches, compressor buffers).
+  /// Bytes of per-sequence state (KV, compressed caches, compressor buffers) of one rank (every
+  /// rank holds a replica: the latent KV and compressors are replicated).
   virtual uint64_t state_bytes() const = 0;
+  /// Model weights of rank `rank` plus this sequence's state on that rank.
+  virtual RankMemory rank_memory(int rank) const = 0;
 };
 
 }  // namespace ds4

@@ -1,0 +1,105 @@
+// kernels/comm_cpu.cpp — the in-process CPU rank group of kernels/comm.h: ranks publish their
+// buffer pointers, meet at a std::barrier, and each rank reads the others' buffers directly.
+// Every rank computes the rank-order sum itself, so all ranks hold identical bits.
+#include <algorithm>
+#include <barrier>
+
+#include "kernels/comm.h"
+
+namespace ds4::comm {
+namespace {
+
+/// State shared by the endpoints of one CPU group.
+struct CpuShared {
+  explicit CpuShared(int r) : ranks(r), sync(r), ptrs(static_cast<size_t>(r), nullptr) {}
+  int ranks;
+  std::barrier<> sync;
+  std::vector<const float*> ptrs;  // published by each rank between two barrier phases
+};
+
+class CpuComm final : public Comm {
+ public:
+  CpuComm(std::shared_ptr<CpuShared> s, int rank) : s_(std::move(s)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return s_->ranks; }
+  const char* name() const override { return "cpu"; }
+
+  Result<void> all_reduce_sum_f32(float* buf, int64_t count) override {
+    if (s_->ranks == 1 || count == 0) return ok();
+    publish(buf);
+    tmp_.resize(static_cast<size_t>(count));
+    std::copy_n(s_->ptrs[0], count, tmp_.data());
+    for (int r = 1; r < s_->ranks; ++r) {
+      const float* p = s_->ptrs[r];
+      for (int64_t i = 0; i < count; ++i) tmp_[i] += p[i];
+    }
+    s_->sync.arrive_and_wait();  // nobody reads buffers any more
+    std::copy_n(tmp_.data(), count, buf);
+    return ok();
+  }
+
+  Result<void> all_gather_f32(const float* send, int64_t count, float* recv) override {
+    if (s_->ranks == 1) {
+      std::copy_n(send, count, recv);
+      return ok();
+    }
+    publish(send);
+    for (int r = 0; r < s_->ranks; ++r) std::copy_n(s_->ptrs[r], count, recv + r * count);
+    s_->sync.arrive_and_wait();
+    return ok();
+  }
+
+  Result<void> broadcast_f32(float* buf, int64_t count, int root) override {
+    if (root < 0 || root >= s_->ranks)
+      return Error{"broadcast_f32: root " + std::to_string(root) + " outside 0.." + std::to_string(s_->ranks - 1)};
+    if (s_->ranks == 1) return ok();
+    publish(buf);
+    if (rank_ != root) std::copy_n(s_->ptrs[root], count, buf);
+    s_->sync.arrive_and_wait();
+    return ok();
+  }
+
+  Result<void> barrier() override {
+    s_->sync.arrive_and_wait();
+    return ok();
+  }
+
+ private:
+  /// Publishes this rank's pointer and waits until every rank has published.
+  void publish(const float* p) {
+    s_->ptrs[rank_] = p;
+    s_->sync.arrive_and_wait();
+  }
+  std::shared_ptr<CpuShared> s_;
+  int rank_;
+  std::vector<float> tmp_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Comm>> make_cpu_group(int ranks) {
+  DS4_CHECK(ranks >= 1);
+  auto shared = std::make_shared<CpuShared>(ranks);
+  std::vector<std::unique_ptr<Comm>> g;
+  for (int r = 0; r < ranks; ++r) g.push_back(std::make_unique<CpuComm>(shared, r));
+  return g;
+}
+
+void ordered_sum_f32(const float* parts, int nparts, int64_t count, float* dst) {
+  DS4_CHECK(nparts >= 1);
+  if (dst != parts) std::copy_n(parts, count, dst);
+  for (int p = 1; p < nparts; ++p) {
+    const float* src = parts + p * count;
+    for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
+  }
+}
+
+#ifndef DS4_HAVE_CUDA
+bool have_nccl() { return false; }
+
+Result<std::vector<std::unique_ptr<Comm>>> make_nccl_group(std::span<const int>) {
+  return Error{"make_nccl_group: this build has no CUDA/NCCL (configure with -DDS4_CUDA=ON)"};
+}
+#endif
+
+}  // namespace ds4::comm
