@@ -43,6 +43,8 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   // Tensor-parallel ranks: shards validated before any thread or device is made.
   const int R = opts.tp;
+  if (R != 1 && R != 2 && R != 4 && R != 8)
+    return Error{path + ": tensor parallelism: tp=" + std::to_string(R) + ": expected 1, 2, 4 or 8"};
   for (int r = 0; r < R; ++r) {
     auto sh = make_tp_shard(m->config_, m->weights_, r, R);
     if (!sh.ok()) return Error{path + ": " + sh.error().message};

@@ -1,0 +1,79 @@
+// CPU rank group collectives (label unit): all-reduce, all-gather and broadcast on random FP32
+// data give the rank-order results bit-for-bit on every rank, R = 1, 2, 3, 4, 8, sizes from 1
+// element to several MiB; comm::ordered_sum_f32 against a loop written here.
+#include <gtest/gtest.h>
+
+#include "collective_checks.h"
+
+namespace ds4 {
+namespace {
+
+std::vector<comm::Comm*> raw(const std::vector<std::unique_ptr<comm::Comm>>& g) {
+  std::vector<comm::Comm*> v;
+  for (auto& c : g) v.push_back(c.get());
+  return v;
+}
+
+TEST(CpuCollectives, RankOrderBitsOnEveryRank) {
+  const int64_t sizes[] = {1, 3, 8, 1000, 65537, (3 << 20) + 5};  // up to ~12 MiB per rank
+  for (int R : {1, 2, 3, 4, 8}) {
+    auto g = comm::make_cpu_group(R);
+    ASSERT_EQ(static_cast<int>(g.size()), R);
+    for (int r = 0; r < R; ++r) {
+      EXPECT_EQ(g[r]->rank(), r);
+      EXPECT_EQ(g[r]->size(), R);
+    }
+    uint32_t seed = 1;
+    for (int64_t n : sizes) {
+      if (R == 8 && n > (1 << 20)) n = (1 << 20) + 3;  // 4 MiB per rank at R = 8 (memory)
+      test::check_collectives(raw(g), test::host_memory_ops(), n, seed++);
+    }
+  }
+}
+
+// The data is such that the summation order matters: the reverse order gives other bits, so the
+// bitwise checks above really pin the rank order.
+TEST(CpuCollectives, OrderMattersForTheTestData) {
+  const int R = 4;
+  const int64_t n = 4096;
+  std::vector<std::vector<float>> in;
+  for (int r = 0; r < R; ++r) in.push_back(test::rank_data(r, n, 7));
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float fwd = ((in[0][i] + in[1][i]) + in[2][i]) + in[3][i];
+    const float rev = ((in[3][i] + in[2][i]) + in[1][i]) + in[0][i];
+    differ += fwd != rev;
+  }
+  EXPECT_GT(differ, n / 20);
+}
+
+TEST(CpuCollectives, OrderedSumIsSequentialInPartOrder) {
+  const int P = 5;
+  const int64_t n = 777;
+  std::vector<float> parts;
+  for (int p = 0; p < P; ++p) {
+    auto v = test::rank_data(p, n, 3);
+    parts.insert(parts.end(), v.begin(), v.end());
+  }
+  std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+  comm::ordered_sum_f32(parts.data(), P, n, got.data());
+  for (int64_t i = 0; i < n; ++i) {
+    float s = parts[i];
+    for (int p = 1; p < P; ++p) s += parts[p * n + i];
+    want[i] = s;
+  }
+  EXPECT_TRUE(test::same_bits(got, want));
+  comm::ordered_sum_f32(parts.data(), P, n, parts.data());  // in place (dst == parts)
+  EXPECT_TRUE(test::same_bits(std::vector<float>(parts.begin(), parts.begin() + n), want));
+}
+
+TEST(CpuCollectives, BadBroadcastRootIsAnError) {
+  auto g = comm::make_cpu_group(1);
+  float x = 1;
+  auto r = g[0]->broadcast_f32(&x, 1, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("root 3"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace ds4
