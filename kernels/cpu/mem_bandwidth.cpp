@@ -1,22 +1,27 @@
 // kernels/cpu/mem_bandwidth.cpp — multi-threaded streaming-read and memcpy bandwidth probe.
 #include "kernels/cpu/mem_bandwidth.h"
 
+#include "kernels/cpu/row_pool.h"
+
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace ds4::cpu {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Work unit of the probe: 4 MiB (threads claim units dynamically, kernels/cpu/row_pool.h).
+constexpr int64_t kChunkWords = int64_t(1) << 19;
 
 /// Sum of 64-bit words of [p, p+n) with 8 independent accumulators (keeps many loads in flight;
 /// the compiler vectorizes it with the baseline SSE2, far above DRAM speed per core).
@@ -29,14 +34,6 @@ uint64_t sum_words(const uint64_t* p, int64_t n) {
   uint64_t s = 0;
   for (uint64_t v : a) s ^= v;
   return s;
-}
-
-template <class F>
-void run_threads(int threads, F&& body) {
-  std::vector<std::thread> pool;
-  pool.reserve(size_t(threads));
-  for (int t = 0; t < threads; ++t) pool.emplace_back([t, &body] { body(t); });
-  for (auto& th : pool) th.join();
 }
 
 struct FreeDeleter {
@@ -59,14 +56,13 @@ int64_t default_probe_bytes() {
 
 double timed_stream_read(const void* p, int64_t bytes, int threads, uint64_t* sink) {
   const int64_t words = bytes / 8;
-  std::vector<uint64_t> part(size_t(threads), 0);
+  std::atomic<uint64_t> acc{0};
   const auto t0 = Clock::now();
-  run_threads(threads, [&](int t) {
-    const int64_t w0 = words * t / threads, w1 = words * (t + 1) / threads;
-    part[size_t(t)] = sum_words(static_cast<const uint64_t*>(p) + w0, w1 - w0);
+  parallel_chunks(words, kChunkWords, threads, [&](int64_t w0, int64_t w1) {
+    acc.fetch_xor(sum_words(static_cast<const uint64_t*>(p) + w0, w1 - w0), std::memory_order_relaxed);
   });
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (uint64_t v : part) *sink ^= v;
+  *sink ^= acc.load();
   return s;
 }
 
@@ -84,10 +80,8 @@ Result<MemProbeResult> probe_memory_bandwidth(const MemProbeOptions& opts) {
   if (!buf) return Error("memory probe: cannot allocate " + std::to_string(r.bytes >> 20) + " MiB");
   auto* b = static_cast<uint8_t*>(buf.get());
   // First touch from the worker threads (pages land near the threads that read them).
-  run_threads(r.threads, [&](int t) {
-    const int64_t o0 = r.bytes * t / r.threads, o1 = r.bytes * (t + 1) / r.threads;
-    std::memset(b + o0, 1 + t, size_t(o1 - o0));
-  });
+  parallel_chunks(r.bytes, 8 * kChunkWords, r.threads,
+                  [&](int64_t o0, int64_t o1) { std::memset(b + o0, int(o0 >> 20) | 1, size_t(o1 - o0)); });
   uint64_t sink = 0;
   double best_read = 1e30, best_copy = 1e30;
   for (int i = 0; i < opts.repeats; ++i) best_read = std::min(best_read, timed_stream_read(b, r.bytes, r.threads, &sink));
@@ -96,10 +90,8 @@ Result<MemProbeResult> probe_memory_bandwidth(const MemProbeOptions& opts) {
     uint8_t* src = (i % 2) ? b + half : b;
     uint8_t* dst = (i % 2) ? b : b + half;
     const auto t0 = Clock::now();
-    run_threads(r.threads, [&](int t) {
-      const int64_t o0 = half * t / r.threads / 64 * 64, o1 = t + 1 == r.threads ? half : half * (t + 1) / r.threads / 64 * 64;
-      std::memcpy(dst + o0, src + o0, size_t(o1 - o0));
-    });
+    parallel_chunks(half, 8 * kChunkWords, r.threads,
+                    [&](int64_t o0, int64_t o1) { std::memcpy(dst + o0, src + o0, size_t(o1 - o0)); });
     best_copy = std::min(best_copy, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   r.read_bps = double(r.bytes) / best_read;

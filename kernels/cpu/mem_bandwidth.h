@@ -35,7 +35,7 @@ int64_t llc_bytes();
 /// (bytes < 1 MiB, threads < 0, repeats < 1).
 Result<MemProbeResult> probe_memory_bandwidth(const MemProbeOptions& opts);
 
-/// Streaming read of `bytes` at `p` split over `threads` threads (one pass); returns seconds and
+/// Streaming read of `bytes` at `p` in 4 MiB units claimed by up to `threads` threads (one pass); returns seconds and
 /// stores a checksum in *sink so the reads cannot be removed.
 double timed_stream_read(const void* p, int64_t bytes, int threads, uint64_t* sink);
 

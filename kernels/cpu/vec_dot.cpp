@@ -7,6 +7,7 @@
 #include "ds4/result.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/quant_ref.h"
+#include "kernels/cpu/row_pool.h"
 #include "kernels/quant/dot_q8_1.h"
 
 namespace ds4::cpu {
@@ -98,7 +99,11 @@ void matvec_q8_1(GgmlType type, const void* W, int64_t rows, int64_t cols, const
   DS4_CHECK(f != nullptr && rows >= 0);
   const int64_t rb = row_bytes(type, cols);
   const auto* wp = static_cast<const uint8_t*>(W);
-  parallel_rows(rows, n_threads, [&](int64_t r) { out[r] = f(wp + r * rb, act_q8_1, cols); });
+  // Persistent workers claiming row chunks (kernels/cpu/row_pool.h); each row is one call of f.
+  const int64_t chunk = std::max<int64_t>(8, rows / (std::max(1, n_threads) * 8));
+  parallel_chunks(rows, chunk, n_threads, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) out[r] = f(wp + r * rb, act_q8_1, cols);
+  });
 }
 
 namespace {
