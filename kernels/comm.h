@@ -57,7 +57,7 @@ bool have_nccl();
 /// A single-process NCCL group over CUDA devices `devices` (ncclCommInitAll): element r is the
 /// endpoint of rank r on devices[r], with its own stream. Calls block until the collective has
 /// completed on the rank's stream. Errors name the failing NCCL/CUDA call; without CUDA in the
-/// build the function returns an error.
+/// build (or without NCCL) the function returns an error.
 Result<std::vector<std::unique_ptr<Comm>>> make_nccl_group(std::span<const int> devices);
 
 }  // namespace ds4::comm

@@ -94,7 +94,7 @@ void ordered_sum_f32(const float* parts, int nparts, int64_t count, float* dst) 
   }
 }
 
-#ifndef DS4_HAVE_CUDA
+#ifndef DS4_HAVE_NCCL
 bool have_nccl() { return false; }
 
 Result<std::vector<std::unique_ptr<Comm>>> make_nccl_group(std::span<const int>) {
