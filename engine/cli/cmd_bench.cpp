@@ -357,6 +357,8 @@ int run() {
             {"warmup", "1 run: min(p0, 32) prompt tokens + 2 tokens"},
             {"host_read_GBps", bw * 1e-9},
             {"host_memcpy_GBps", probe->copy_bps * 1e-9},
+            {"llc_bytes", cpu::llc_bytes()},
+            {"weights_fit_in_llc", cpu::llc_bytes() > 0 && int64_t(m->weight_bytes()) < cpu::llc_bytes()},
             {"bytes_per_token_est", bpt},
             {"bytes_per_token_note", "estimated from the GGUF: non-expert weights + top_k/n_expert of expert weights"}};
 
@@ -405,7 +407,12 @@ int run() {
               meta["date"].get<std::string>().c_str());
   std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",
               bw * 1e-9, probe->copy_bps * 1e-9, probe->threads, args.reps);
-  std::printf("- B/tok: ESTIMATED weight bytes read per decoded token (non-expert + top-k/n_expert of experts)\n\n");
+  std::printf("- B/tok: ESTIMATED weight bytes read per decoded token (non-expert + top-k/n_expert of experts)\n");
+  if (const int64_t llc = cpu::llc_bytes(); llc > 0 && int64_t(m->weight_bytes()) < llc)
+    std::printf("- note: the weights (%.1f MiB) fit in the last-level cache (%.0f MiB), so decode reads them from cache "
+                "and %% mem bw is not a DRAM bound here\n",
+                double(m->weight_bytes()) / 1048576.0, double(llc) / 1048576.0);
+  std::printf("\n");
   std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok (est.) | GB/s | %% mem bw |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
   std::string name = args.model.model;
