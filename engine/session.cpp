@@ -46,7 +46,7 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (R != 1 && R != 2 && R != 4 && R != 8)
     return Error{path + ": tensor parallelism: tp=" + std::to_string(R) + ": expected 1, 2, 4 or 8"};
   for (int r = 0; r < R; ++r) {
-    auto sh = make_tp_shard(m->config_, m->weights_, r, R);
+    auto sh = make_tp_shard(m->config_, m->weights_, r, R, opts.expert_placement);
     if (!sh.ok()) return Error{path + ": " + sh.error().message};
     m->shards_.push_back(std::move(*sh));
     DS4_TRY(RankWeightBytes b, rank_weight_bytes(m->config_, m->weights_, m->shards_.back()));

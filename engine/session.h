@@ -29,6 +29,9 @@ struct ModelOptions {
   int threads = 0;  // 0 = all hardware threads
   int tp = 1;       // tensor-parallel ranks (1, 2, 4, 8): one thread + device per rank; every
                     // tp gives bit-identical logits (engine/tensor_parallel.h, canonical definition)
+  /// Owner rank of each routed expert, [layer][expert] in [0, tp) (the planner's map); empty =
+  /// contiguous ranges (expert e on rank e*tp/n_expert). Any map gives the same bits.
+  std::vector<std::vector<int32_t>> expert_placement;
 };
 
 /// Memory one tensor-parallel rank holds (bytes).

@@ -118,6 +118,45 @@ TEST(TensorParallel, ChunkedPrefillAtTp4EqualsTp1) {
   EXPECT_TRUE(same_bits(a, b));
 }
 
+// The canonical MoE sum does not depend on which rank owns which expert: a round-robin map and
+// a map that puts every expert of odd layers on rank 3 give the tp=1 bits.
+TEST(TensorParallel, AnyExpertPlacementGivesTheSameBits) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  const auto p = test::load_goldens().at(1);
+  auto m1 = open(1, Activations::F32);
+  ASSERT_TRUE(m1);
+  std::vector<float> want;
+  {
+    Dsv4Session s(m1);
+    ASSERT_TRUE(s.eval(p.ids, &want, nullptr).ok());
+  }
+  const ModelConfig& c = m1->config();
+  ExpertPlacement round_robin(c.n_layer, std::vector<int32_t>(c.n_expert)), skewed = round_robin;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int e = 0; e < c.n_expert; ++e) {
+      round_robin[l][e] = e % 4;
+      skewed[l][e] = l % 2 ? 3 : e / 8;
+    }
+  for (const auto& map : {round_robin, skewed}) {
+    ModelOptions o;
+    o.tp = 4;
+    o.threads = 2;
+    o.expert_placement = map;
+    auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    Dsv4Session s(*m);
+    std::vector<float> got;
+    ASSERT_TRUE(s.eval(p.ids, &got, nullptr).ok());
+    EXPECT_TRUE(same_bits(got, want));
+  }
+  ModelOptions bad;
+  bad.tp = 2;
+  bad.expert_placement = round_robin;  // owners up to 3 with 2 ranks
+  auto m = Dsv4Model::open(test::tiny_gguf().string(), bad);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("expected an owner rank 0..1, found 2"), std::string::npos) << m.error().message;
+}
+
 TEST(TensorParallel, RankCountsTheShapesDoNotAllowAreRefused) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
   for (int tp : {3, 8, 0}) {
