@@ -35,6 +35,7 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
                        ", found " + std::to_string(hash[k])};
     }
     routes[t] = route_token(logits.data() + t * E, E, K, L.probs_bias, hash, c_.route_norm, c_.route_scale);
+    DS4_CHECK(routes[t].experts.size() <= static_cast<size_t>(K));
     if (trace && !trace->router.empty()) trace->router[l][pos0 + t] = routes[t].experts;
   }
 
@@ -42,8 +43,11 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
   // ascending id, and writes each output into its (token, slot) row of Y [n, K, dim]; rows of
   // experts owned elsewhere stay 0. The all-reduce is exact (one non-zero contributor per
   // element). Then every rank adds a token's slots in ascending expert id order, from +0.
+  // With one rank the slots are not materialized: adding y into `out` in ascending expert id
+  // order is the same sequence of FP32 additions per token (and saves n*K*dim floats).
   const int64_t KK = K;
-  std::vector<float> Y(static_cast<size_t>(n * KK * dim), 0.0f);
+  std::vector<float> Y(comm_ ? static_cast<size_t>(n * KK * dim) : 0, 0.0f);
+  std::fill(out, out + n * dim, 0.0f);
   const float limit = c_.swiglu_limit[l];
   std::vector<float> xe, g, u, y;
   std::vector<int64_t> rows;  // slot index t * K + k
@@ -79,15 +83,18 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
     }
     y.resize(static_cast<size_t>(m * dim));
     dev_.matmul(*wd, g.data(), m, y.data(), act_);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(y.data() + i * dim, dim, Y.data() + rows[i] * dim);
+    if (!comm_) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t d = 0; d < dim; ++d) out[rows[i] / KK * dim + d] += y[i * dim + d];
+    } else {
+      for (int64_t i = 0; i < m; ++i) std::copy_n(y.data() + i * dim, dim, Y.data() + rows[i] * dim);
+    }
   }
   if (comm_) DS4_TRY_VOID(comm_->all_reduce_sum_f32(Y.data(), n * KK * dim));
   if (!failed.ok()) return failed;
-  std::fill(out, out + n * dim, 0.0f);
   std::vector<int> order;
-  for (int64_t t = 0; t < n; ++t) {
+  for (int64_t t = 0; t < n && comm_; ++t) {
     const int nk = static_cast<int>(routes[t].experts.size());
-    DS4_CHECK(nk <= K);
     order.resize(static_cast<size_t>(nk));
     for (int k = 0; k < nk; ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(),
