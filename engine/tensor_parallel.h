@@ -36,6 +36,10 @@
 // ..., S give bit-identical logits. R must divide S, the vocabulary and be <= n_expert.
 // When the shapes do not allow S = o_groups (heads or indexer heads not divisible by it, or
 // o_lora_rank not a multiple of wo_b's block length), S = 1 and only R = 1 is accepted.
+//
+// Threads: every rank's thread reads the shared ModelWeights and calls the shared ExpertStore's
+// get(); the in-memory store is read-only and safe. A caching store (staging host/nvme tiers) is
+// not yet safe to share between rank threads.
 #pragma once
 
 #include <cstdint>
