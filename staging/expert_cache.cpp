@@ -17,21 +17,24 @@ const char* eviction_policy_name(EvictionPolicy p) {
   return "?";
 }
 
-Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opts, SlotLoader loader) {
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opts, SlotLoader loader,
+                                                         std::unique_ptr<CopyEngine> engine, PinnedSource pinned) {
   if (opts.n_layer < 1 || opts.n_expert < 1 || opts.slots_per_layer < 1 || opts.slot_bytes == 0)
     return Error{"expert cache: expected n_layer, n_expert, slots_per_layer and slot_bytes > 0, found " +
                  std::to_string(opts.n_layer) + ", " + std::to_string(opts.n_expert) + ", " +
                  std::to_string(opts.slots_per_layer) + ", " + std::to_string(opts.slot_bytes)};
   if (!(opts.decay > 0.0 && opts.decay <= 1.0))
     return Error{"expert cache: decay expected in (0, 1], found " + std::to_string(opts.decay)};
+  if (opts.bounce_buffers < 1)
+    return Error{"expert cache: bounce_buffers expected >= 1, found " + std::to_string(opts.bounce_buffers)};
   std::unique_ptr<ExpertCache> c(new ExpertCache());
   c->opt_ = opts;
   c->loader_ = std::move(loader);
-  const uint64_t n_slots = static_cast<uint64_t>(opts.n_layer) * static_cast<uint64_t>(opts.slots_per_layer + 1);
-  const uint64_t align = 4096;
-  c->mem_.reset(new (std::nothrow) uint8_t[n_slots * opts.slot_bytes + align]);
-  if (!c->mem_) return Error{"expert cache: cannot allocate " + std::to_string(n_slots * opts.slot_bytes) + " bytes"};
-  c->base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c->mem_.get()) + align - 1) / align * align);
+  c->pinned_ = std::move(pinned);
+  c->engine_ = engine ? std::move(engine) : make_host_copy_engine();
+  // One extra slot per layer: the bypass slot.
+  DS4_TRY_VOID(c->engine_->allocate_slots(opts.n_layer, opts.slots_per_layer + 1, opts.slot_bytes));
+  DS4_TRY(c->ring_, BounceRing::create(*c->engine_, opts.bounce_buffers, opts.slot_bytes));
   c->layers_.resize(static_cast<size_t>(opts.n_layer));
   for (int l = 0; l < opts.n_layer; ++l) {
     Layer& L = c->layers_[static_cast<size_t>(l)];
@@ -52,9 +55,9 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opt
           return Error{"expert cache: layer " + std::to_string(l) + ": hot expert " + std::to_string(e) +
                        " out of range [0, " + std::to_string(opts.n_expert) + ")"};
         if (L.slot_of[static_cast<size_t>(e)] >= 0) continue;
-        DS4_TRY_VOID(c->loader_(l, e, c->slot_ptr(l, s)));
-        c->stats_.bytes_loaded += opts.slot_bytes;
-        L.slots[static_cast<size_t>(s)] = {e, true};
+        DS4_TRY_VOID(c->fill(l, s, e, &L.slots[static_cast<size_t>(s)].ticket));
+        L.slots[static_cast<size_t>(s)].expert = e;
+        L.slots[static_cast<size_t>(s)].hot = true;
         L.slot_of[static_cast<size_t>(e)] = s;
         ++s;
       }
@@ -63,9 +66,32 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opt
   return c;
 }
 
-uint8_t* ExpertCache::slot_ptr(int layer, int slot) {
-  const uint64_t idx = static_cast<uint64_t>(layer) * static_cast<uint64_t>(opt_.slots_per_layer + 1) + static_cast<uint64_t>(slot);
-  return base_ + idx * opt_.slot_bytes;
+uint8_t* ExpertCache::slot_ptr(int layer, int slot) { return engine_->slot(layer, slot); }
+
+Result<void> ExpertCache::fill(int layer, int slot, int expert, CopyTicket* t) {
+  // Never overwrite a slot whose previous copy is still in flight.
+  if (!engine_->ready(*t)) {
+    ++stats_.inflight_waits;
+    DS4_TRY_VOID(engine_->wait(*t));
+  }
+  const PinnedBytes direct = pinned_ ? pinned_(layer, expert) : PinnedBytes{};
+  if (direct.data) {
+    DS4_CHECK(direct.bytes <= opt_.slot_bytes);
+    DS4_TRY(*t, engine_->submit(layer, slot, direct.data, direct.bytes));
+  } else {
+    DS4_TRY(BounceRing::Lease b, ring_.acquire());
+    Result<void> r = loader_(layer, expert, b.data);
+    if (!r) {
+      ring_.release(b, CopyTicket{});
+      return r.error();
+    }
+    Result<CopyTicket> nt = engine_->submit(layer, slot, b.data, opt_.slot_bytes);
+    ring_.release(b, nt ? *nt : CopyTicket{});
+    if (!nt) return nt.error();
+    *t = *nt;
+  }
+  stats_.bytes_loaded += opt_.slot_bytes;
+  return ok();
 }
 uint8_t* ExpertCache::bypass_ptr(int layer) { return slot_ptr(layer, opt_.slots_per_layer); }
 
@@ -92,22 +118,33 @@ void ExpertCache::touch(Layer& L, int e) {
 }
 
 int ExpertCache::find_victim(Layer& L) const {
-  int best = -1;
-  double best_score = std::numeric_limits<double>::infinity();
-  int64_t best_use = std::numeric_limits<int64_t>::max();
+  // Best candidate among slots whose last copy has completed; an in-flight slot is chosen only
+  // when no completed one is evictable (fill() then waits for its copy before reusing it).
+  int best[2] = {-1, -1};  // [0]: copy completed, [1]: in flight
+  double best_score[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  int64_t best_use[2] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max()};
   for (size_t s = 0; s < L.slots.size(); ++s) {
     const Entry& en = L.slots[s];
-    if (en.expert < 0) return static_cast<int>(s);
+    const int k = engine_->ready(en.ticket) ? 0 : 1;
+    if (en.expert < 0) {
+      if (k == 0) return static_cast<int>(s);
+      if (best_score[1] > -std::numeric_limits<double>::infinity()) {
+        best[1] = static_cast<int>(s);
+        best_score[1] = -std::numeric_limits<double>::infinity();
+        best_use[1] = std::numeric_limits<int64_t>::min();
+      }
+      continue;
+    }
     if (en.hot || L.reserved[static_cast<size_t>(en.expert)]) continue;
     const double sc = score(L, en.expert);
     const int64_t use = L.last_use[static_cast<size_t>(en.expert)];
-    if (sc < best_score || (sc == best_score && use < best_use)) {
-      best = static_cast<int>(s);
-      best_score = sc;
-      best_use = use;
+    if (sc < best_score[k] || (sc == best_score[k] && use < best_use[k])) {
+      best[k] = static_cast<int>(s);
+      best_score[k] = sc;
+      best_use[k] = use;
     }
   }
-  return best;
+  return best[0] >= 0 ? best[0] : best[1];
 }
 
 void ExpertCache::begin_step(int layer, std::span<const int> experts) {
@@ -160,8 +197,7 @@ Result<int> ExpertCache::load_into_slot(int layer, int expert, bool for_prefetch
     L.slot_of[static_cast<size_t>(en.expert)] = -1;
     en.expert = -1;
   }
-  DS4_TRY_VOID(loader_(layer, expert, slot_ptr(layer, s)));
-  stats_.bytes_loaded += opt_.slot_bytes;
+  DS4_TRY_VOID(fill(layer, s, expert, &en.ticket));
   en.expert = expert;
   L.slot_of[static_cast<size_t>(expert)] = s;
   if (for_prefetch) ++stats_.prefetched;
@@ -176,12 +212,16 @@ Result<const uint8_t*> ExpertCache::acquire(int layer, int expert) {
   Layer& L = layers_[static_cast<size_t>(layer)];
   const size_t i = static_cast<size_t>(expert);
   if (!L.reserved[i]) touch(L, expert);  // reserved experts were counted by begin_step
+  const bool sync = opt_.wait_on_acquire;
   if (L.slot_of[i] >= 0) {
     ++stats_.hits;
+    const Entry& en = L.slots[static_cast<size_t>(L.slot_of[i])];
+    if (sync) DS4_TRY_VOID(engine_->wait(en.ticket));
     return static_cast<const uint8_t*>(slot_ptr(layer, L.slot_of[i]));
   }
   if (L.bypass_expert == expert) {
     ++stats_.hits;
+    if (sync) DS4_TRY_VOID(engine_->wait(L.bypass_ticket));
     return static_cast<const uint8_t*>(bypass_ptr(layer));
   }
   if (L.reserved[i] != 2) {
@@ -189,15 +229,16 @@ Result<const uint8_t*> ExpertCache::acquire(int layer, int expert) {
     DS4_CHECK(s >= 0 || L.reserved[i] == 0);  // a reserved expert always finds a slot
     if (s >= 0) {
       ++stats_.misses;
+      if (sync) DS4_TRY_VOID(engine_->wait(L.slots[static_cast<size_t>(s)].ticket));
       return static_cast<const uint8_t*>(slot_ptr(layer, s));
     }
   }
   // No slot may be taken: stream through the bypass slot.
   L.bypass_expert = -1;
-  DS4_TRY_VOID(loader_(layer, expert, bypass_ptr(layer)));
-  stats_.bytes_loaded += opt_.slot_bytes;
+  DS4_TRY_VOID(fill(layer, opt_.slots_per_layer, expert, &L.bypass_ticket));
   L.bypass_expert = expert;
   ++stats_.bypass;
+  if (sync) DS4_TRY_VOID(engine_->wait(L.bypass_ticket));
   return static_cast<const uint8_t*>(bypass_ptr(layer));
 }
 
@@ -226,6 +267,14 @@ Result<void> ExpertCache::prefetch(int layer, std::span<const int> experts) {
 
 bool ExpertCache::resident(int layer, int expert) const {
   return layers_[static_cast<size_t>(layer)].slot_of[static_cast<size_t>(expert)] >= 0;
+}
+
+CopyTicket ExpertCache::ticket(int layer, int expert) const {
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const int s = L.slot_of[static_cast<size_t>(expert)];
+  if (s >= 0) return L.slots[static_cast<size_t>(s)].ticket;
+  if (L.bypass_expert == expert) return L.bypass_ticket;
+  return {};
 }
 
 bool ExpertCache::hot(int layer, int expert) const {
