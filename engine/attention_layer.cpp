@@ -51,36 +51,64 @@ Result<void> Forward::indexer(int l, const float* x, const float* qr, int64_t n,
   // REF: weights_proj(x) * (head_dim^-0.5 * n_heads^-0.5).
   const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))) *
                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
-  // Canonical partial scores (tensor_parallel.h, definition 2): part[k][off[t] + j] is the score
-  // of block j for token t over the heads of this rank's k-th canonical shard.
-  std::vector<int64_t> off(static_cast<size_t>(n + 1), 0);
-  for (int64_t t = 0; t < n; ++t) off[t + 1] = off[t] + compressed_visible(pos0 + t, 4);
-  const int64_t total = off[n];
-  std::vector<float> part(static_cast<size_t>(own * total));
+  // Rotated query heads and scaled head weights of this rank.
+  std::vector<float> wt(static_cast<size_t>(n * Hr));
   dev_.parallel_for(n, [&](int64_t t) {
-    const int64_t pos = pos0 + t, nvis = off[t + 1] - off[t];
     float* qt = q.data() + t * Hr * D;
-    for (int64_t h = 0; h < Hr; ++h) L.rope.apply(qt + h * D, D, pos, false);
-    std::vector<float> wt(static_cast<size_t>(Hr));
-    for (int64_t h = 0; h < Hr; ++h) wt[h] = wts[t * Hr + h] * wscale;
-    for (int64_t k = 0; k < own; ++k)
-      indexer_scores(qt + k * hs * D, wt.data() + k * hs, hs, D, ls.ikv.data(), nvis,
-                     part.data() + k * total + off[t]);
+    for (int64_t h = 0; h < Hr; ++h) L.rope.apply(qt + h * D, D, pos0 + t, false);
+    for (int64_t h = 0; h < Hr; ++h) wt[t * Hr + h] = wts[t * Hr + h] * wscale;
   });
-  // Shard partials of all ranks in shard order, summed in that order on every rank.
-  std::vector<float> all;
-  const float* parts = part.data();
-  if (comm_ && total > 0) {
-    all.resize(static_cast<size_t>(S * total));
-    DS4_TRY_VOID(comm_->all_gather_f32(part.data(), own * total, all.data()));
-    parts = all.data();
-  }
-  std::vector<float> score(static_cast<size_t>(total));
-  if (total > 0) comm::ordered_sum_f32(parts, static_cast<int>(S), total, score.data());
+  // Canonical scores (tensor_parallel.h, definition 2): Q_k = the score of a block over the heads
+  // of canonical shard k; score = ((Q_0 + Q_1) + ...) + Q_{S-1}.
+  auto shard_scores = [&](int64_t t, int64_t k, int64_t nvis, float* dst) {
+    indexer_scores(q.data() + (t * Hr + k * hs) * D, wt.data() + t * Hr + k * hs, hs, D, ls.ikv.data(), nvis, dst);
+  };
   sel->assign(static_cast<size_t>(n), {});
-  dev_.parallel_for(n, [&](int64_t t) {
-    (*sel)[t] = topk_desc(score.data() + off[t], off[t + 1] - off[t], c_.idx_topk);
-  });
+  if (!comm_) {
+    // One rank: per token, score = Q_0, then += Q_k in shard order (no [S, n, nvis] buffer).
+    dev_.parallel_for(n, [&](int64_t t) {
+      const int64_t nvis = compressed_visible(pos0 + t, 4);
+      std::vector<float> score(static_cast<size_t>(nvis)), tmp(static_cast<size_t>(nvis));
+      shard_scores(t, 0, nvis, score.data());
+      for (int64_t k = 1; k < S; ++k) {
+        shard_scores(t, k, nvis, tmp.data());
+        for (int64_t j = 0; j < nvis; ++j) score[j] += tmp[j];
+      }
+      (*sel)[t] = topk_desc(score.data(), nvis, c_.idx_topk);
+    });
+    return ok();
+  }
+  // R ranks: blocks of tokens with at most kBlockScores scores per shard (every rank forms the same
+  // blocks); this rank's shard partials are gathered into shard order and summed in that order.
+  constexpr int64_t kBlockScores = int64_t{1} << 22;
+  std::vector<int64_t> off;
+  std::vector<float> part, all, score;
+  for (int64_t t0 = 0; t0 < n;) {
+    off.assign(1, 0);
+    int64_t t1 = t0;
+    while (t1 < n) {
+      const int64_t nv = compressed_visible(pos0 + t1, 4);
+      if (t1 > t0 && off.back() + nv > kBlockScores) break;
+      off.push_back(off.back() + nv);
+      ++t1;
+    }
+    const int64_t total = off.back();
+    if (total > 0) {
+      part.resize(static_cast<size_t>(own * total));
+      dev_.parallel_for(t1 - t0, [&](int64_t i) {
+        for (int64_t k = 0; k < own; ++k)
+          shard_scores(t0 + i, k, off[i + 1] - off[i], part.data() + k * total + off[i]);
+      });
+      all.resize(static_cast<size_t>(S * total));
+      DS4_TRY_VOID(comm_->all_gather_f32(part.data(), own * total, all.data()));
+      score.resize(static_cast<size_t>(total));
+      comm::ordered_sum_f32(all.data(), static_cast<int>(S), total, score.data());
+    }
+    dev_.parallel_for(t1 - t0, [&](int64_t i) {
+      (*sel)[t0 + i] = topk_desc(score.data() + off[i], off[i + 1] - off[i], c_.idx_topk);
+    });
+    t0 = t1;
+  }
   return ok();
 }
 
@@ -151,8 +179,8 @@ Result<void> Forward::attention(int l, const float* x, int64_t n, SequenceState&
   const int64_t gps = G / S, own = shard_.shard1 - shard_.shard0, g0 = shard_.shard0 * gps;
   std::vector<float> og(static_cast<size_t>(n * gin)), zg(static_cast<size_t>(n * R));
   std::vector<float> zs(static_cast<size_t>(n * gps * R));
-  std::vector<float> part(static_cast<size_t>(own * n * c_.dim));
-  for (int64_t k = 0; k < own; ++k) {
+  // P_k for this rank's k-th canonical shard into dst [n, dim].
+  auto shard_product = [&](int64_t k, float* dst) {
     for (int64_t j = 0; j < gps; ++j) {
       const int64_t g = g0 + k * gps + j, gl = g - g0;  // global and rank-local group
       for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * Hr * D + gl * gin, gin, og.data() + t * gin);
@@ -160,16 +188,33 @@ Result<void> Forward::attention(int l, const float* x, int64_t n, SequenceState&
       for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * R, R, zs.data() + t * gps * R + j * R);
     }
     const int64_t c0 = (g0 + k * gps) * R;
-    dev_.matmul(col_slice(L.out_b, c0, c0 + gps * R), zs.data(), n, part.data() + k * n * c_.dim, act_);
+    dev_.matmul(col_slice(L.out_b, c0, c0 + gps * R), zs.data(), n, dst, act_);
+  };
+  const int64_t dim = c_.dim;
+  if (!comm_) {
+    // One rank: out = P_0, then += P_k in shard order.
+    shard_product(0, out);
+    std::vector<float> tmp(static_cast<size_t>(n * dim));
+    for (int64_t k = 1; k < S; ++k) {
+      shard_product(k, tmp.data());
+      for (int64_t i = 0; i < n * dim; ++i) out[i] += tmp[i];
+    }
+    return ok();
   }
-  std::vector<float> all;
-  const float* parts = part.data();
-  if (comm_) {
-    all.resize(static_cast<size_t>(S * n * c_.dim));
-    DS4_TRY_VOID(comm_->all_gather_f32(part.data(), own * n * c_.dim, all.data()));
-    parts = all.data();
+  std::vector<float> part(static_cast<size_t>(own * n * dim));  // [own, n, dim]
+  for (int64_t k = 0; k < own; ++k) shard_product(k, part.data() + k * n * dim);
+  // Gather in token blocks of at most kBlockFloats floats over all shards.
+  constexpr int64_t kBlockFloats = int64_t{1} << 24;
+  const int64_t rows = std::max<int64_t>(1, kBlockFloats / (S * dim));
+  std::vector<float> send, all;
+  for (int64_t t0 = 0; t0 < n; t0 += rows) {
+    const int64_t m = std::min(rows, n - t0);
+    send.resize(static_cast<size_t>(own * m * dim));
+    for (int64_t k = 0; k < own; ++k) std::copy_n(part.data() + (k * n + t0) * dim, m * dim, send.data() + k * m * dim);
+    all.resize(static_cast<size_t>(S * m * dim));
+    DS4_TRY_VOID(comm_->all_gather_f32(send.data(), own * m * dim, all.data()));
+    comm::ordered_sum_f32(all.data(), static_cast<int>(S), m * dim, out + t0 * dim);
   }
-  comm::ordered_sum_f32(parts, static_cast<int>(S), n * c_.dim, out);
   return ok();
 }
 
