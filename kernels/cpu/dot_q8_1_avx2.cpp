@@ -55,6 +55,32 @@ struct SignBytes {
 };
 constexpr SignBytes kSignBytes;
 
+/// Bits of ggml's E8M0 "half" decode 2^(e-128) for every e (as quant::e8m0_to_f32_half).
+struct E8m0Bits {
+  uint32_t v[256] = {};
+  constexpr E8m0Bits() {
+    for (uint32_t e = 0; e < 256; ++e) v[e] = e < 2 ? (0x00200000u << e) : (e - 1u) << 23;
+  }
+};
+constexpr E8m0Bits kE8m0Bits;
+
+/// vpshufb controls that spread the 16 bytes b[0..15] of a 128-bit lane into int16 per chunk g:
+/// low 128 bits = b[2g] (x8), high 128 bits = b[2g+1] (x8), zero-extended (0x80 selects zero).
+struct PairSpread {
+  alignas(32) uint8_t v[8][32] = {};
+  constexpr PairSpread() {
+    for (int g = 0; g < 8; ++g)
+      for (int i = 0; i < 16; ++i) {
+        v[g][i] = (i % 2) ? 0x80 : uint8_t(2 * g);
+        v[g][16 + i] = (i % 2) ? 0x80 : uint8_t(2 * g + 1);
+      }
+  }
+};
+constexpr PairSpread kPairSpread;
+
+/// +1 / -1 in every byte (index 0 / 1), read with one broadcast load.
+alignas(32) constexpr uint64_t kPlusMinusOne[2] = {0x0101010101010101u, ~uint64_t(0)};
+
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -69,12 +95,18 @@ inline uint32_t load_u32(const uint8_t* p) {
 /// fp16 bits -> fp32 (F16C; exact for every finite value and infinity, as fp16_to_f32).
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-/// ggml's E8M0 "half" decode 2^(e-128) (same bits as quant::e8m0_to_f32_half).
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e) - 1u) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+/// [t[i0], t[i1], t[i2], t[i3]] (64-bit each) from four broadcast loads and three dword blends:
+/// keeps the table look-ups off the shuffle port (inserts would all go there).
+inline __m256i gather4_u64(const uint64_t* t, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+  const __m256i a = _mm256_set1_epi64x(int64_t(t[i0])), b = _mm256_set1_epi64x(int64_t(t[i1]));
+  const __m256i c = _mm256_set1_epi64x(int64_t(t[i2])), d = _mm256_set1_epi64x(int64_t(t[i3]));
+  return _mm256_blend_epi32(_mm256_blend_epi32(a, b, 0x0C), _mm256_blend_epi32(c, d, 0xC0), 0xF0);
+}
+
+/// int16 weights for chunk g from 16 weight bytes b[0..15] broadcast to both lanes (`bb`):
+/// [b[2g] x8 | b[2g+1] x8], i.e. the multipliers of the chunk's two 16-element halves.
+inline __m256i pair_spread(__m256i bb, int g) {
+  return _mm256_shuffle_epi8(bb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairSpread.v[g])));
 }
 
 /// fp32 scales of the eight Q8_1 blocks starting at `ap`.
@@ -93,12 +125,6 @@ inline __m256i act_codes(const uint8_t* ap, int k) {
 /// Exact for w in [-128, 127], q in [-127, 127] (|pair| <= 32512).
 inline __m256i mul_pairs_i8(__m256i w, __m256i q) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
-}
-
-/// Sums adjacent int16 pairs into int32 after weighting: low 128 bits (elements 0..15 of the
-/// chunk) by `lo`, high 128 bits (elements 16..31) by `hi`.
-inline __m256i madd_halves(__m256i p16, int lo, int hi) {
-  return _mm256_madd_epi16(p16, _mm256_set_m128i(_mm_set1_epi16(int16_t(hi)), _mm_set1_epi16(int16_t(lo))));
 }
 
 /// [sum of s[0], ..., sum of s[7]] for eight vectors of int32.
@@ -147,21 +173,38 @@ inline __m256 q8_0_group(const uint8_t* wp, const uint8_t* ap) {
 }
 
 /// MXFP4: P = (e8m0_half(e)*da) * float(sum kvalues[code]*q).
+/// Two blocks share one vector: the low nibbles of blocks k, k+1 (elements 0..15 of each) fill
+/// one 256-bit vector and their high nibbles (elements 16..31) another, each multiplied by the
+/// matching activation halves; a chunk's integer sum is unchanged by that regrouping (int16
+/// partials <= 2*2*12*127, exact).
 inline __m256 mxfp4_group(const uint8_t* wp, const uint8_t* ap) {
   const __m256i table = _mm256_broadcastsi128_si256(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kvalues_mxfp4_u8)));
-  const __m128i nib = _mm_set1_epi8(0x0F);
-  __m256i s[8];
-  alignas(32) float e[8];
-  for (int k = 0; k < 8; ++k) {
-    const uint8_t* blk = wp + k * int64_t(sizeof(BlockMXFP4));
-    e[k] = e8m0_half(blk[0]);
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
-    const __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), nib), _mm_and_si128(x, nib));
-    const __m256i w = _mm256_shuffle_epi8(table, codes);
-    s[k] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, k)), _mm256_set1_epi16(1));
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
+  constexpr int64_t kB = sizeof(BlockMXFP4);
+  __m256i s[4];
+  alignas(32) uint32_t e[8];
+  for (int k = 0; k < 8; k += 2) {
+    const uint8_t* b0 = wp + k * kB;
+    const uint8_t* a0 = ap + k * kActBytes;
+    e[k] = kE8m0Bits.v[b0[0]];
+    e[k + 1] = kE8m0Bits.v[b0[kB]];
+    const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b0 + kB + 1),
+                                          reinterpret_cast<const __m128i*>(b0 + 1));
+    const __m256i wlo = _mm256_shuffle_epi8(table, _mm256_and_si256(x, nib));
+    const __m256i whi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));
+    const __m256i qlo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 4),
+                                            reinterpret_cast<const __m128i*>(a0 + 4));
+    const __m256i qhi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 20),
+                                            reinterpret_cast<const __m128i*>(a0 + 20));
+    const __m256i p = _mm256_add_epi16(mul_pairs_i8(wlo, qlo), mul_pairs_i8(whi, qhi));
+    s[k / 2] = _mm256_madd_epi16(p, ones16);  // [block k: 4 x int32 | block k+1: 4 x int32]
   }
-  return _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(e), act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
+  // hadd x3 -> [I0, I2, I4, I6 | I1, I3, I5, I7]; then back to chunk order.
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+  const __m256i i = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256 d = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(e)));
+  return _mm256_mul_ps(_mm256_mul_ps(d, act_scales8(ap)), _mm256_cvtepi32_ps(i));
 }
 
 /// Row loop for the 32-element types (Group computes chunks b..b+7 from their blocks).
@@ -196,22 +239,24 @@ float row_mxfp4(const void* w, const void* a, int64_t n) {
 // ---- 256-element super-block types: one super-block = 8 chunks = one lane vector. ----
 
 /// Q2_K: P = da * ((d*float(I1)) - (dmin*float(I2))), I1 = sum_k (sc_k&15)*sum code*q,
-/// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk.
+/// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk. The per-half
+/// int16 multipliers of chunk g come from one byte shuffle of the scale nibbles.
 inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
-  const uint8_t* sc = blk + offsetof(BlockQ2_K, scales);
   const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
   const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
-  const __m256i three = _mm256_set1_epi8(3), ones = _mm256_set1_epi8(1);
+  const __m256i three = _mm256_set1_epi8(3), ones = _mm256_set1_epi8(1), nib = _mm256_set1_epi8(0x0F);
+  const __m256i sc = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ2_K, scales))));
+  const __m256i sc_lo = _mm256_and_si256(sc, nib), sc_hi = _mm256_and_si256(_mm256_srli_epi16(sc, 4), nib);
   __m256i s1[8], s2[8];
   for (int g = 0; g < 8; ++g) {
     const int j = g % 4;
     // Element l of chunk g: bits 2j..2j+1 of qs[32*(g/4) + l]; sub-block k uses scales[2g+k].
     const __m256i code = _mm256_and_si256(_mm256_srli_epi16(q2[g / 4], 2 * j), three);
     const __m256i q = act_codes(ap, g);
-    const int sc0 = sc[2 * g], sc1 = sc[2 * g + 1];
-    s1[g] = madd_halves(_mm256_maddubs_epi16(code, q), sc0 & 0xF, sc1 & 0xF);
-    s2[g] = madd_halves(_mm256_maddubs_epi16(ones, q), sc0 >> 4, sc1 >> 4);
+    s1[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(code, q), pair_spread(sc_lo, g));
+    s2[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), pair_spread(sc_hi, g));
   }
   const __m256 d = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, d))));
   const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
@@ -220,28 +265,44 @@ inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
   return _mm256_mul_ps(act_scales8(ap), t);
 }
 
-/// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I).
-inline __m256 iq_epilogue(float d, const uint8_t* ap, const __m256i* s) {
+/// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I), I = the eight chunk sums.
+inline __m256 iq_epilogue(float d, const uint8_t* ap, __m256i i) {
   const __m256 dd = _mm256_set1_ps(d * 0.125f);
-  return _mm256_mul_ps(_mm256_mul_ps(dd, act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
+  return _mm256_mul_ps(_mm256_mul_ps(dd, act_scales8(ap)), _mm256_cvtepi32_ps(i));
 }
 
-/// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk.
+/// 2x+1 for every int32 (IQ scale codes s -> odd multiplier 2s+1).
+inline __m256i odd32(__m256i x) { return _mm256_or_si256(_mm256_slli_epi32(x, 1), _mm256_set1_epi32(1)); }
+
+/// 16 bytes [2*lo(b0)+1, 2*hi(b0)+1, 2*lo(b1)+1, ...] of the 4-bit scale pairs in 8 bytes at p
+/// (chunk g's half multipliers at bytes 2g, 2g+1), broadcast to both lanes for pair_spread.
+inline __m256i odd_nibble_pairs(const uint8_t* p) {
+  const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), nib = _mm_set1_epi8(0x0F);
+  const __m128i v = _mm_unpacklo_epi8(_mm_and_si128(x, nib), _mm_and_si128(_mm_srli_epi16(x, 4), nib));
+  return _mm256_broadcastsi128_si256(_mm_or_si128(_mm_add_epi8(v, v), _mm_set1_epi8(1)));
+}
+
+/// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk (the multiplier is applied to the eight
+/// exact chunk sums at once: the same int32 product).
 inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap) {
   const uint64_t* grid = tables::iq2xxs_grid;
   const uint64_t* sg = kSignBytes.v;
+  const uint8_t* qs = blk + 2;
+  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    const uint32_t a0 = load_u32(blk + 2 + 8 * g), a1 = load_u32(blk + 6 + 8 * g);
-    const __m256i w = _mm256_set_epi64x(int64_t(grid[a0 >> 24]), int64_t(grid[(a0 >> 16) & 0xFF]),
-                                        int64_t(grid[(a0 >> 8) & 0xFF]), int64_t(grid[a0 & 0xFF]));
-    const __m256i sign = _mm256_set_epi64x(int64_t(sg[(a1 >> 21) & 127]), int64_t(sg[(a1 >> 14) & 127]),
-                                           int64_t(sg[(a1 >> 7) & 127]), int64_t(sg[a1 & 127]));
-    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign));
-    const int scale = int(2 * (a1 >> 28) + 1);
-    s[g] = madd_halves(p, scale, scale);
+    const uint8_t* e = qs + 8 * g;
+    const uint32_t a1 = load_u32(e + 4);
+    const __m256i w = gather4_u64(grid, e[0], e[1], e[2], e[3]);
+    const __m256i sign = gather4_u64(sg, a1 & 127, (a1 >> 7) & 127, (a1 >> 14) & 127, (a1 >> 21) & 127);
+    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign)), ones16);
   }
-  return iq_epilogue(half_to_f32(load_u16(blk)), ap, s);
+  // Scale codes a1 >> 28: the odd dwords of qs[0..63].
+  const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+  const __m256i v0 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)), odd);
+  const __m256i v1 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32)), odd);
+  const __m256i mult = odd32(_mm256_srli_epi32(_mm256_blend_epi32(v0, v1, 0xF0), 28));
+  return iq_epilogue(half_to_f32(load_u16(blk)), ap, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
 /// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q.
@@ -249,19 +310,17 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
   const uint64_t* grid = tables::iq2xs_grid;
   const uint64_t* sg = kSignBytes.v;
   const uint8_t* qs = blk + offsetof(BlockIQ2_XS, qs);
-  const uint8_t* scales = blk + offsetof(BlockIQ2_XS, scales);
+  const __m256i mult = odd_nibble_pairs(blk + offsetof(BlockIQ2_XS, scales));
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    uint16_t e[4];
+    uint32_t e[4];
     for (int l = 0; l < 4; ++l) e[l] = load_u16(qs + 2 * (4 * g + l));
-    const __m256i w = _mm256_set_epi64x(int64_t(grid[e[3] & 511]), int64_t(grid[e[2] & 511]),
-                                        int64_t(grid[e[1] & 511]), int64_t(grid[e[0] & 511]));
-    const __m256i sign = _mm256_set_epi64x(int64_t(sg[e[3] >> 9]), int64_t(sg[e[2] >> 9]),
-                                           int64_t(sg[e[1] >> 9]), int64_t(sg[e[0] >> 9]));
+    const __m256i w = gather4_u64(grid, e[0] & 511, e[1] & 511, e[2] & 511, e[3] & 511);
+    const __m256i sign = gather4_u64(sg, e[0] >> 9, e[1] >> 9, e[2] >> 9, e[3] >> 9);
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign));
-    s[g] = madd_halves(p, 2 * (scales[g] & 0xF) + 1, 2 * (scales[g] >> 4) + 1);
+    s[g] = _mm256_madd_epi16(p, pair_spread(mult, g));
   }
-  return iq_epilogue(half_to_f32(load_u16(blk)), ap, s);
+  return iq_epilogue(half_to_f32(load_u16(blk)), ap, hsum8(s));
 }
 
 /// IQ1 sub-group weights 8*grid + sgn (int8 in {-9,-7,-1,1,7,9}): sum (8*grid + sgn)*q equals the
@@ -270,23 +329,24 @@ inline __m256i iq1_weights(__m256i grid, __m256i sgn) {
   return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), sgn);
 }
 
-/// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q).
+/// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q) (multiplier applied to the chunk sums).
 inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
   const uint64_t* grid = tables::iq1s_grid;
   const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
+  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
     const uint32_t qh = load_u16(qhp + 2 * g);
-    const __m256i gv = _mm256_set_epi64x(int64_t(grid[qs[4 * g + 3] | (((qh >> 9) & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 2] | (((qh >> 6) & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 1] | (((qh >> 3) & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 0] | ((qh & 7) << 8)]));
-    const __m256i w = iq1_weights(gv, _mm256_set1_epi8((qh & 0x8000) ? -1 : 1));
-    const int scale = int(2 * ((qh >> 12) & 7) + 1);
-    s[g] = madd_halves(mul_pairs_i8(w, act_codes(ap, g)), scale, scale);
+    const uint8_t* q = qs + 4 * g;
+    const __m256i gv = gather4_u64(grid, q[0] | ((qh & 7) << 8), q[1] | (((qh >> 3) & 7) << 8),
+                                   q[2] | (((qh >> 6) & 7) << 8), q[3] | (((qh >> 9) & 7) << 8));
+    const __m256i w = iq1_weights(gv, _mm256_set1_epi64x(int64_t(kPlusMinusOne[qh >> 15])));
+    s[g] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, g)), ones16);
   }
-  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, s);
+  const __m128i qh8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp));
+  const __m256i mult = odd32(_mm256_cvtepu16_epi32(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7))));
+  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
 /// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q).
@@ -300,21 +360,24 @@ inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
   // fp16 super-scale spread over the top nibbles of the four scale words (as iq1m_scale_bits).
   const uint16_t dbits =
       uint16_t((sw[0] >> 12) | ((sw[1] >> 8) & 0x00F0) | ((sw[2] >> 4) & 0x0F00) | (sw[3] & 0xF000));
-  const int64_t neg = -1, pos = 0x0101010101010101;
+  // Half multipliers 2s_h+1 of chunk g at bytes 2g, 2g+1 (3-bit fields of sw[g/2] >> 6*(g%2)).
+  alignas(16) uint8_t m[16];
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t sc = uint32_t(sw[g / 2]) >> (6 * (g % 2));
+    m[2 * g] = uint8_t(2 * (sc & 7) + 1);
+    m[2 * g + 1] = uint8_t(2 * ((sc >> 3) & 7) + 1);
+  }
+  const __m256i mult = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
     const uint32_t h0 = qhp[2 * g], h1 = qhp[2 * g + 1];
-    const __m256i gv = _mm256_set_epi64x(int64_t(grid[qs[4 * g + 3] | (((h1 >> 4) & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 2] | ((h1 & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 1] | (((h0 >> 4) & 7) << 8)]),
-                                         int64_t(grid[qs[4 * g + 0] | ((h0 & 7) << 8)]));
-    const __m256i sgn = _mm256_set_epi64x((h1 & 0x80) ? neg : pos, (h1 & 0x08) ? neg : pos,
-                                          (h0 & 0x80) ? neg : pos, (h0 & 0x08) ? neg : pos);
-    const uint32_t sc = sw[g / 2] >> (6 * (g % 2));
-    s[g] = madd_halves(mul_pairs_i8(iq1_weights(gv, sgn), act_codes(ap, g)), int(2 * (sc & 7) + 1),
-                       int(2 * ((sc >> 3) & 7) + 1));
+    const uint8_t* q = qs + 4 * g;
+    const __m256i gv = gather4_u64(grid, q[0] | ((h0 & 7) << 8), q[1] | (((h0 >> 4) & 7) << 8),
+                                   q[2] | ((h1 & 7) << 8), q[3] | (((h1 >> 4) & 7) << 8));
+    const __m256i sgn = gather4_u64(kPlusMinusOne, (h0 >> 3) & 1, h0 >> 7, (h1 >> 3) & 1, h1 >> 7);
+    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights(gv, sgn), act_codes(ap, g)), pair_spread(mult, g));
   }
-  return iq_epilogue(half_to_f32(dbits), ap, s);
+  return iq_epilogue(half_to_f32(dbits), ap, hsum8(s));
 }
 
 /// Row loop for the 256-element types: super-block i covers chunks 8i..8i+7 (= lane group i % 4).
