@@ -40,70 +40,77 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
   }
 
   // Routed experts (tensor_parallel.h, definition 3): this rank computes the experts it owns,
-  // ascending id, and writes each output into its (token, slot) row of Y [n, K, dim]; rows of
+  // ascending id, and writes each output into its (token, slot) row of Y [tokens, K, dim]; rows of
   // experts owned elsewhere stay 0. The all-reduce is exact (one non-zero contributor per
-  // element). Then every rank adds a token's slots in ascending expert id order, from +0.
+  // element). Then every rank adds a token's slots in ascending expert id order, from +0. With R
+  // ranks this runs over blocks of tokens (Y bounded; every rank forms the same blocks).
   // With one rank the slots are not materialized: adding y into `out` in ascending expert id
   // order is the same sequence of FP32 additions per token (and saves n*K*dim floats).
   const int64_t KK = K;
-  std::vector<float> Y(comm_ ? static_cast<size_t>(n * KK * dim) : 0, 0.0f);
+  constexpr int64_t kSlotFloats = int64_t{1} << 24;
+  const int64_t block = comm_ ? std::max<int64_t>(1, kSlotFloats / (KK * dim)) : n;
   std::fill(out, out + n * dim, 0.0f);
   const float limit = c_.swiglu_limit[l];
-  std::vector<float> xe, g, u, y;
-  std::vector<int64_t> rows;  // slot index t * K + k
+  std::vector<float> Y, xe, g, u, y;
+  std::vector<int64_t> rows;  // slot index (t - t0) * K + k
   std::vector<float> rw;
-  Result<void> failed = ok();  // an expert-store error is returned after the collective
-  for (int e = 0; e < E && failed.ok(); ++e) {
-    if (!shard_.owns_expert(l, e)) continue;
-    rows.clear();
-    rw.clear();
-    for (int64_t t = 0; t < n; ++t)
-      for (size_t k = 0; k < routes[t].experts.size(); ++k)
-        if (routes[t].experts[k] == e) {
-          rows.push_back(t * KK + static_cast<int64_t>(k));
-          rw.push_back(routes[t].weights[k]);
-        }
-    if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
-    auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
-    auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
-    if (!wg.ok() || !wu.ok() || !wd.ok()) {
-      failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
-      break;
-    }
-    xe.resize(static_cast<size_t>(m * dim));
-    for (int64_t i = 0; i < m; ++i) std::copy_n(x + rows[i] / KK * dim, dim, xe.data() + i * dim);
-    g.resize(static_cast<size_t>(m * ff));
-    u.resize(static_cast<size_t>(m * ff));
-    dev_.matmul2(*wg, g.data(), *wu, u.data(), xe.data(), m, act_);
-    for (int64_t i = 0; i < m; ++i) {
-      swiglu_clamped(g.data() + i * ff, u.data() + i * ff, ff, limit);
-      for (int64_t j = 0; j < ff; ++j) g[i * ff + j] *= rw[i];  // REF: weight before w2
-    }
-    y.resize(static_cast<size_t>(m * dim));
-    dev_.matmul(*wd, g.data(), m, y.data(), act_);
-    if (!comm_) {
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t d = 0; d < dim; ++d) out[rows[i] / KK * dim + d] += y[i * dim + d];
-    } else {
-      for (int64_t i = 0; i < m; ++i) std::copy_n(y.data() + i * dim, dim, Y.data() + rows[i] * dim);
-    }
-  }
-  if (comm_) DS4_TRY_VOID(comm_->all_reduce_sum_f32(Y.data(), n * KK * dim));
-  if (!failed.ok()) return failed;
   std::vector<int> order;
-  for (int64_t t = 0; t < n && comm_; ++t) {
-    const int nk = static_cast<int>(routes[t].experts.size());
-    order.resize(static_cast<size_t>(nk));
-    for (int k = 0; k < nk; ++k) order[k] = k;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return routes[t].experts[a] < routes[t].experts[b]; });
-    for (int k : order) {
-      const float* yk = Y.data() + (t * KK + k) * dim;
-      for (int64_t d = 0; d < dim; ++d) out[t * dim + d] += yk[d];
+  Result<void> failed = ok();  // an expert-store error is returned after the collectives
+  for (int64_t t0 = 0; t0 < n; t0 += block) {
+    const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
+    if (comm_) Y.assign(static_cast<size_t>(nb * KK * dim), 0.0f);
+    for (int e = 0; e < E && failed.ok(); ++e) {
+      if (!shard_.owns_expert(l, e)) continue;
+      rows.clear();
+      rw.clear();
+      for (int64_t t = t0; t < t1; ++t)
+        for (size_t k = 0; k < routes[t].experts.size(); ++k)
+          if (routes[t].experts[k] == e) {
+            rows.push_back((t - t0) * KK + static_cast<int64_t>(k));
+            rw.push_back(routes[t].weights[k]);
+          }
+      if (rows.empty()) continue;
+      const int64_t m = static_cast<int64_t>(rows.size());
+      auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
+      auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
+      auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+      if (!wg.ok() || !wu.ok() || !wd.ok()) {
+        failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
+        break;
+      }
+      xe.resize(static_cast<size_t>(m * dim));
+      for (int64_t i = 0; i < m; ++i) std::copy_n(x + (t0 + rows[i] / KK) * dim, dim, xe.data() + i * dim);
+      g.resize(static_cast<size_t>(m * ff));
+      u.resize(static_cast<size_t>(m * ff));
+      dev_.matmul2(*wg, g.data(), *wu, u.data(), xe.data(), m, act_);
+      for (int64_t i = 0; i < m; ++i) {
+        swiglu_clamped(g.data() + i * ff, u.data() + i * ff, ff, limit);
+        for (int64_t j = 0; j < ff; ++j) g[i * ff + j] *= rw[i];  // REF: weight before w2
+      }
+      y.resize(static_cast<size_t>(m * dim));
+      dev_.matmul(*wd, g.data(), m, y.data(), act_);
+      if (!comm_) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t d = 0; d < dim; ++d) out[(t0 + rows[i] / KK) * dim + d] += y[i * dim + d];
+      } else {
+        for (int64_t i = 0; i < m; ++i) std::copy_n(y.data() + i * dim, dim, Y.data() + rows[i] * dim);
+      }
+    }
+    if (!comm_) continue;
+    DS4_TRY_VOID(comm_->all_reduce_sum_f32(Y.data(), nb * KK * dim));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int nk = static_cast<int>(routes[t].experts.size());
+      order.resize(static_cast<size_t>(nk));
+      for (int k = 0; k < nk; ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return routes[t].experts[a] < routes[t].experts[b]; });
+      for (int k : order) {
+        const float* yk = Y.data() + ((t - t0) * KK + k) * dim;
+        for (int64_t d = 0; d < dim; ++d) out[t * dim + d] += yk[d];
+      }
     }
   }
+  if (!failed.ok()) return failed;
 
   // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF).
   const int64_t sff = L.sh_gate.out;
