@@ -41,19 +41,16 @@ namespace tables = ds4::quant::host_tables;
 
 constexpr int64_t kActBytes = sizeof(BlockQ8_1);  // 36: d (fp16), s (fp16, unused), qs[32]
 
-/// Sign bytes of the 128 ksigns_iq2xs entries: byte j = -1 when bit j is set, else +1.
-struct SignBytes {
-  uint64_t v[128] = {};
-  constexpr SignBytes() {
-    for (int i = 0; i < 128; ++i) {
-      const uint8_t s = tables::ksigns_iq2xs[i];
-      uint64_t e = 0;
-      for (int j = 0; j < 8; ++j) e |= uint64_t((s >> j) & 1 ? 0xFF : 0x01) << (8 * j);
-      v[i] = e;
-    }
+/// ksigns_iq2xs[s] == s | (parity(s) << 7) for every s (what ksigns_bytes computes).
+constexpr bool ksigns_is_parity() {
+  for (int i = 0; i < 128; ++i) {
+    int p = 0;
+    for (int j = 0; j < 7; ++j) p ^= (i >> j) & 1;
+    if (tables::ksigns_iq2xs[i] != (i | (p << 7))) return false;
   }
-};
-constexpr SignBytes kSignBytes;
+  return true;
+}
+static_assert(ksigns_is_parity(), "ksigns_iq2xs is not the 7-bit value plus its parity bit");
 
 /// Bits of ggml's E8M0 "half" decode 2^(e-128) for every e (as quant::e8m0_to_f32_half).
 struct E8m0Bits {
@@ -107,6 +104,26 @@ inline __m256i gather4_u64(const uint64_t* t, uint32_t i0, uint32_t i1, uint32_t
 /// [b[2g] x8 | b[2g+1] x8], i.e. the multipliers of the chunk's two 16-element halves.
 inline __m256i pair_spread(__m256i bb, int g) {
   return _mm256_shuffle_epi8(bb, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairSpread.v[g])));
+}
+
+/// ksigns_iq2xs[s] for the 7-bit values s in every byte of `s7`: s | (parity(s) << 7), parity
+/// from a 16-entry nibble table (checked against the shared table by kKsignsIsParity).
+inline __m256i ksigns_bytes(__m256i s7) {
+  const __m256i par = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,  //
+                                       0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i lo = _mm256_and_si256(s7, nib), hi = _mm256_and_si256(_mm256_srli_epi16(s7, 4), nib);
+  return _mm256_or_si256(s7, _mm256_xor_si256(_mm256_shuffle_epi8(par, lo), _mm256_shuffle_epi8(par, hi)));
+}
+
+/// +1 / -1 bytes of four 8-element entries from their 8-bit sign patterns (byte l of `ks4` =
+/// entry l; bit j set = element j negative): qword l = the signs of entry l.
+inline __m256i sign_vec(uint32_t ks4) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201u));
+  const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32(int(ks4)), spread);
+  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit), _mm256_set1_epi8(1));
 }
 
 /// fp32 scales of the eight Q8_1 blocks starting at `ap`.
@@ -283,41 +300,54 @@ inline __m256i odd_nibble_pairs(const uint8_t* p) {
 }
 
 /// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk (the multiplier is applied to the eight
-/// exact chunk sums at once: the same int32 product).
+/// exact chunk sums at once: the same int32 product). The 32 sign patterns of the super-block are
+/// computed in one vector (ksigns_bytes) instead of 32 table look-ups.
 inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap) {
   const uint64_t* grid = tables::iq2xxs_grid;
-  const uint64_t* sg = kSignBytes.v;
   const uint8_t* qs = blk + 2;
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256i s[8];
-  for (int g = 0; g < 8; ++g) {
-    const uint8_t* e = qs + 8 * g;
-    const uint32_t a1 = load_u32(e + 4);
-    const __m256i w = gather4_u64(grid, e[0], e[1], e[2], e[3]);
-    const __m256i sign = gather4_u64(sg, a1 & 127, (a1 >> 7) & 127, (a1 >> 14) & 127, (a1 >> 21) & 127);
-    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign)), ones16);
-  }
-  // Scale codes a1 >> 28: the odd dwords of qs[0..63].
+  // a1 (second 32-bit word of chunk g) = the odd dwords of qs[0..63].
   const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
   const __m256i v0 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)), odd);
   const __m256i v1 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32)), odd);
-  const __m256i mult = odd32(_mm256_srli_epi32(_mm256_blend_epi32(v0, v1, 0xF0), 28));
+  const __m256i a1 = _mm256_blend_epi32(v0, v1, 0xF0);
+  const __m256i mult = odd32(_mm256_srli_epi32(a1, 28));
+  // Byte l of lane g = 7-bit sign index l of chunk g (bits 7l..7l+6 of a1), then its pattern.
+  const __m256i m7 = _mm256_set1_epi32(127);
+  const __m256i i01 = _mm256_or_si256(_mm256_and_si256(a1, m7), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a1, 7), m7), 8));
+  const __m256i i23 = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a1, 14), m7), 16),
+                                      _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a1, 21), m7), 24));
+  alignas(32) uint32_t ks[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(ks), ksigns_bytes(_mm256_or_si256(i01, i23)));
+  __m256i s[8];
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t a0 = load_u32(qs + 8 * g);
+    const __m256i w = gather4_u64(grid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
+    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g]))), ones16);
+  }
   return iq_epilogue(half_to_f32(load_u16(blk)), ap, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
-/// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q.
+/// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q. Sign patterns of the
+/// 32 entries (index bits 9..15) computed in one vector.
 inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
   const uint64_t* grid = tables::iq2xs_grid;
-  const uint64_t* sg = kSignBytes.v;
   const uint8_t* qs = blk + offsetof(BlockIQ2_XS, qs);
   const __m256i mult = odd_nibble_pairs(blk + offsetof(BlockIQ2_XS, scales));
+  const __m256i e0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // entries 0..15
+  const __m256i e1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32));  // entries 16..31
+  // packus interleaves the 128-bit lanes: [0..7, 16..23 | 8..15, 24..31]; 0xD8 restores entry order.
+  const __m256i s7 = _mm256_permute4x64_epi64(
+      _mm256_packus_epi16(_mm256_srli_epi16(e0, 9), _mm256_srli_epi16(e1, 9)), 0xD8);
+  alignas(32) uint32_t ks[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(ks), ksigns_bytes(s7));
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    uint32_t e[4];
-    for (int l = 0; l < 4; ++l) e[l] = load_u16(qs + 2 * (4 * g + l));
-    const __m256i w = gather4_u64(grid, e[0] & 511, e[1] & 511, e[2] & 511, e[3] & 511);
-    const __m256i sign = gather4_u64(sg, e[0] >> 9, e[1] >> 9, e[2] >> 9, e[3] >> 9);
-    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign));
+    uint64_t e;
+    std::memcpy(&e, qs + 8 * g, 8);
+    const __m256i w = gather4_u64(grid, uint32_t(e & 511), uint32_t((e >> 16) & 511), uint32_t((e >> 32) & 511),
+                                  uint32_t((e >> 48) & 511));
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g])));
     s[g] = _mm256_madd_epi16(p, pair_spread(mult, g));
   }
   return iq_epilogue(half_to_f32(load_u16(blk)), ap, hsum8(s));
