@@ -62,6 +62,12 @@ class HostCopyEngine final : public CopyEngine {
   bool ready(CopyTicket) override { return true; }
   Result<void> wait(CopyTicket) override { return ok(); }
   Result<void> stream_wait(CopyTicket, StreamHandle) override { return ok(); }
+  Result<void> consumer_done(int layer, int s, StreamHandle) override {
+    if (layer < 0 || layer >= static_cast<int>(layers_.size()) || s < 0 || s >= slots_)
+      return Error{"host copy engine: consumer_done on (layer " + std::to_string(layer) + ", slot " +
+                   std::to_string(s) + ") out of range"};
+    return ok();
+  }
   StreamHandle copy_stream() const override { return nullptr; }
   EventHandle event(CopyTicket) override { return nullptr; }
   Result<void> copy_to_host(const uint8_t* slot_addr, void* dst, uint64_t bytes) override {

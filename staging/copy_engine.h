@@ -56,6 +56,11 @@ class CopyEngine {
   /// Makes work queued later on `consumer` wait for `t` without blocking the host
   /// (CUDA: cudaStreamWaitEvent). Host engine: same as wait(t).
   virtual Result<void> stream_wait(CopyTicket t, StreamHandle consumer) = 0;
+  /// Declares that work queued so far on `consumer` reads slot (`layer`, `slot`): the next copy
+  /// into that slot is ordered after it (CUDA: an event recorded on `consumer` that the copy
+  /// stream waits for with cudaStreamWaitEvent; no host block). Host engine: nothing to do.
+  /// Error when the slot is out of range or a backend call fails.
+  virtual Result<void> consumer_done(int layer, int slot, StreamHandle consumer) = 0;
   /// The copy stream (nullptr for the host engine).
   virtual StreamHandle copy_stream() const = 0;
   /// The event recorded after `t`'s copy, or nullptr when `t` has already completed. Valid until

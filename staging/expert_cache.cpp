@@ -277,6 +277,18 @@ CopyTicket ExpertCache::ticket(int layer, int expert) const {
   return {};
 }
 
+Result<void> ExpertCache::release_after(int layer, int expert, StreamHandle consumer) {
+  if (layer < 0 || layer >= opt_.n_layer || expert < 0 || expert >= opt_.n_expert)
+    return Error{"expert cache: release_after (layer " + std::to_string(layer) + ", expert " + std::to_string(expert) +
+                 ") out of range"};
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  const int s = L.slot_of[static_cast<size_t>(expert)];
+  if (s >= 0) return engine_->consumer_done(layer, s, consumer);
+  if (L.bypass_expert == expert) return engine_->consumer_done(layer, opt_.slots_per_layer, consumer);
+  return Error{"expert cache: release_after (layer " + std::to_string(layer) + ", expert " + std::to_string(expert) +
+               "): not held in a slot"};
+}
+
 bool ExpertCache::hot(int layer, int expert) const {
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const int s = L.slot_of[static_cast<size_t>(expert)];

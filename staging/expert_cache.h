@@ -98,6 +98,10 @@ class ExpertCache {
   /// Ticket of the last copy into the slot (or bypass slot) holding (layer, expert); CopyTicket{}
   /// when not held. A consumer passes it to engine().stream_wait(t, compute_stream).
   CopyTicket ticket(int layer, int expert) const;
+  /// Declares that work queued so far on `consumer` reads the slot holding (layer, expert), so a
+  /// later copy into that slot is ordered after it (CopyEngine::consumer_done). Error when
+  /// (layer, expert) is not held or the engine call fails.
+  Result<void> release_after(int layer, int expert, StreamHandle consumer);
   CopyEngine& engine() { return *engine_; }
   const BounceStats& bounce_stats() const { return ring_.stats(); }
   const CacheStats& stats() const { return stats_; }

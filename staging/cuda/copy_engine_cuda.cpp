@@ -8,7 +8,9 @@
 // that event. Events are recycled once they are seen complete; since the stream completes copies
 // in order, a completed ticket implies every earlier one completed, which lets ready() answer
 // from one counter for old tickets. Consumers call stream_wait(t, compute_stream), which issues
-// cudaStreamWaitEvent: the host never blocks on the copy.
+// cudaStreamWaitEvent: the host never blocks on the copy. The reverse hazard (a copy overwriting
+// a slot that a consumer stream still reads) is ordered by consumer_done(): an event recorded on
+// the consumer stream that the next copy into that slot waits for on the copy stream.
 #include <cuda_runtime.h>
 
 #include <deque>
@@ -46,6 +48,8 @@ class CudaCopyEngine final : public CopyEngine {
     if (stream_) cudaStreamSynchronize(stream_);
     for (auto& f : inflight_) cudaEventDestroy(f.ev);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : consumer_ev_)
+      if (e) cudaEventDestroy(e);
     for (uint8_t* p : layers_) cudaFree(p);
     for (uint8_t* p : staging_) cudaFreeHost(p);
     if (stream_) cudaStreamDestroy(stream_);
@@ -78,6 +82,8 @@ class CudaCopyEngine final : public CopyEngine {
       DS4_STAGING_CUDA(cudaMalloc(&p, slot_bytes * static_cast<uint64_t>(slots_per_layer)));
       layers_.push_back(static_cast<uint8_t*>(p));
     }
+    consumer_ev_.assign(static_cast<size_t>(n_layer * slots_per_layer), nullptr);
+    consumer_pending_.assign(static_cast<size_t>(n_layer * slots_per_layer), 0);
     return ok();
   }
 
@@ -105,6 +111,11 @@ class CudaCopyEngine final : public CopyEngine {
       return Error{"CUDA copy engine: source of the copy to (layer " + std::to_string(layer) + ", slot " +
                    std::to_string(s) + ") is not pinned host memory; copy pageable data through a BounceRing"};
     DS4_STAGING_CUDA(cudaSetDevice(device_));
+    const size_t ci = static_cast<size_t>(layer * slots_ + s);
+    if (consumer_pending_[ci]) {  // a consumer still reads the old contents: copy after it
+      DS4_STAGING_CUDA(cudaStreamWaitEvent(stream_, consumer_ev_[ci], 0));
+      consumer_pending_[ci] = 0;
+    }
     cudaEvent_t ev = nullptr;
     if (!free_events_.empty()) {
       ev = free_events_.back();
@@ -162,6 +173,19 @@ class CudaCopyEngine final : public CopyEngine {
     return ok();
   }
 
+  Result<void> consumer_done(int layer, int s, StreamHandle consumer) override {
+    if (layer < 0 || layer >= static_cast<int>(layers_.size()) || s < 0 || s >= slots_)
+      return Error{"CUDA copy engine: consumer_done on (layer " + std::to_string(layer) + ", slot " +
+                   std::to_string(s) + ") out of range"};
+    DS4_STAGING_CUDA(cudaSetDevice(device_));
+    const size_t ci = static_cast<size_t>(layer * slots_ + s);
+    if (!consumer_ev_[ci]) DS4_STAGING_CUDA(cudaEventCreateWithFlags(&consumer_ev_[ci], cudaEventDisableTiming));
+    // Re-recording is safe: a cudaStreamWaitEvent already issued waits for the earlier record.
+    DS4_STAGING_CUDA(cudaEventRecord(consumer_ev_[ci], static_cast<cudaStream_t>(consumer)));
+    consumer_pending_[ci] = 1;
+    return ok();
+  }
+
   StreamHandle copy_stream() const override { return static_cast<StreamHandle>(stream_); }
 
   EventHandle event(CopyTicket t) override {
@@ -199,6 +223,8 @@ class CudaCopyEngine final : public CopyEngine {
   uint64_t slot_bytes_ = 0;
   std::deque<InFlight> inflight_;
   std::vector<cudaEvent_t> free_events_;
+  std::vector<cudaEvent_t> consumer_ev_;    // [layer * slots + slot], created on first use
+  std::vector<char> consumer_pending_;      // [layer * slots + slot] recorded, not yet waited on
   uint64_t last_ = 0, done_ = 0;
 };
 

@@ -128,6 +128,8 @@ uint64_t check_cache_matches_direct_reads(const std::function<std::unique_ptr<Co
                 return compared;
               }
               ++compared;
+              Result<void> rel = cache.release_after(l, e, cfg.consumer);
+              EXPECT_TRUE(rel.ok()) << (rel ? "" : rel.error().message);
               if (got != direct_slab(l, e, cfg.slot_bytes) && ++mismatches <= 3)
                 ADD_FAILURE() << "step " << s << " layer " << l << " expert " << e << ": slot bytes differ from the direct read";
             }

@@ -32,6 +32,7 @@ struct TraceCheckConfig {
   bool use_pinned_source = false;  // copy from engine staging memory directly instead of the ring
   bool announce_steps = true;      // begin_step/end_step around each step
   bool prefetch_next = true;       // prefetch the next step's experts of the same layer
+  StreamHandle consumer = nullptr; // passed to ExpertCache::release_after after each read
 };
 
 /// Replays Zipf and temporal traces for each slot count in {3 (smaller than one step), k, 2k}

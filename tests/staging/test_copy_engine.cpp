@@ -60,6 +60,10 @@ class DeferredEngine final : public CopyEngine {
     return ok();
   }
   Result<void> stream_wait(CopyTicket t, StreamHandle) override { return wait(t); }
+  Result<void> consumer_done(int layer, int s, StreamHandle) override {
+    consumed.push_back(slot(layer, s));
+    return ok();
+  }
   StreamHandle copy_stream() const override { return nullptr; }
   EventHandle event(CopyTicket) override { return nullptr; }
   Result<void> copy_to_host(const uint8_t* a, void* dst, uint64_t bytes) override {
@@ -80,6 +84,7 @@ class DeferredEngine final : public CopyEngine {
   size_t in_flight() const { return pending_.size(); }
 
   int reuse_violations = 0, blocking_waits = 0, submitted = 0;
+  std::vector<const uint8_t*> consumed;  // slot addresses passed to consumer_done
 
  private:
   struct Pending {
@@ -260,6 +265,34 @@ TEST(CopyEngineCache, WaitOnAcquireCompletesTheCopy) {
     EXPECT_TRUE(slot_holds(*p, 0, e, kBytes)) << "expert " << e;
   }
   EXPECT_EQ(E->reuse_violations, 0);
+}
+
+TEST(CopyEngineCache, ReleaseAfterNamesTheSlotHoldingTheExpert) {
+  auto eng = std::make_unique<DeferredEngine>();
+  DeferredEngine* E = eng.get();
+  CacheOptions o;
+  o.n_layer = 2;
+  o.n_expert = 8;
+  o.slots_per_layer = 2;
+  o.slot_bytes = kBytes;
+  auto c = ExpertCache::create(o, pattern_loader(kBytes), std::move(eng));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto p = (*c)->acquire(1, 3);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*c)->release_after(1, 3, nullptr).ok());
+  ASSERT_EQ(E->consumed.size(), 1u);
+  EXPECT_EQ(E->consumed[0], *p);
+  // Bypass slot: reserve two experts in a one-warm-slot layer; the second streams through it.
+  const int step[] = {4, 5, 6};
+  (*c)->begin_step(0, step);
+  for (int e : step) ASSERT_TRUE((*c)->acquire(0, e).ok());
+  EXPECT_EQ((*c)->stats().bypass, 1u);
+  auto pb = (*c)->acquire(0, 6);
+  ASSERT_TRUE(pb.ok());
+  ASSERT_TRUE((*c)->release_after(0, 6, nullptr).ok());
+  EXPECT_EQ(E->consumed.back(), *pb);
+  EXPECT_FALSE((*c)->release_after(0, 7, nullptr).ok());  // not held
+  EXPECT_FALSE((*c)->release_after(2, 0, nullptr).ok());  // layer out of range
 }
 
 TEST(BounceRing, NeverOverwritesAnInFlightBuffer) {

@@ -59,8 +59,9 @@ TEST(CudaCopyEngineGpu, CacheMatchesDirectReadsWithStreamOrderedConsumers) {
     return consumer.read(e, p, t, d, n);
   };
   testing::TraceCheckConfig cfg;
-  cfg.slot_bytes = (1u << 20) + 4096;  // large enough for copies to be observably in flight
-  cfg.steps = 40;
+  cfg.slot_bytes = (256u << 10) + 4096;  // large enough for copies to be observably in flight
+  cfg.steps = 30;
+  cfg.consumer = static_cast<StreamHandle>(consumer.s);
   EXPECT_GT(testing::check_cache_matches_direct_reads(cuda_engine, cfg, rd), 0u);
   cfg.use_pinned_source = true;
   EXPECT_GT(testing::check_cache_matches_direct_reads(cuda_engine, cfg, rd), 0u);
@@ -104,6 +105,38 @@ TEST(CudaCopyEngineGpu, TicketsCompleteInOrderAndPageableSourcesAreRejected) {
   auto bad = e->submit(0, 0, pageable.data(), pageable.size());
   EXPECT_FALSE(bad.ok());
   EXPECT_FALSE(e->submit(0, 4, *src, 64).ok());  // slot out of range
+}
+
+TEST(CudaCopyEngineGpu, ConsumerDoneOrdersTheNextCopyAfterTheReader) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  auto e = cuda_engine();
+  const uint64_t bytes = uint64_t(64) << 20;
+  ASSERT_TRUE(e->allocate_slots(1, 1, bytes).ok());
+  auto a = e->alloc_staging(bytes), b = e->alloc_staging(bytes), out = e->alloc_staging(bytes);
+  ASSERT_TRUE(a.ok() && b.ok() && out.ok());
+  std::memset(*a, 0x11, bytes);
+  std::memset(*b, 0x22, bytes);
+  std::memset(*out, 0, bytes);
+  StreamConsumer consumer;
+  for (int rep = 0; rep < 4; ++rep) {
+    auto ta = e->submit(0, 0, *a, bytes);
+    ASSERT_TRUE(ta.ok()) << ta.error().message;
+    // The reader (D2H on its own stream, ~ms for 64 MiB) starts after copy A ...
+    ASSERT_TRUE(e->stream_wait(*ta, consumer.s).ok());
+    ASSERT_EQ(cudaMemcpyAsync(*out, e->slot(0, 0), bytes, cudaMemcpyDeviceToHost, consumer.s), cudaSuccess);
+    // ... and copy B into the same slot must not start before the reader is done.
+    ASSERT_TRUE(e->consumer_done(0, 0, static_cast<StreamHandle>(consumer.s)).ok());
+    auto tb = e->submit(0, 0, *b, bytes);
+    ASSERT_TRUE(tb.ok()) << tb.error().message;
+    ASSERT_EQ(cudaStreamSynchronize(consumer.s), cudaSuccess);
+    ASSERT_TRUE(e->wait(*tb).ok());
+    uint64_t wrong = 0;
+    for (uint64_t i = 0; i < bytes; ++i) wrong += (*out)[i] != 0x11;
+    EXPECT_EQ(wrong, 0u) << "rep " << rep << ": the reader saw bytes of the later copy";
+    std::vector<uint8_t> back(4096);
+    ASSERT_TRUE(e->copy_to_host(e->slot(0, 0) + bytes - 4096, back.data(), back.size()).ok());
+    EXPECT_EQ(back[0], 0x22);
+  }
 }
 
 }  // namespace
