@@ -359,29 +359,46 @@ inline __m256i iq1_weights(__m256i grid, __m256i sgn) {
   return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), sgn);
 }
 
+/// Grid look-up of four consecutive 11-bit IQ1 indices stored as uint16 at `idx`.
+inline __m256i iq1_grid4(const uint16_t* idx) {
+  uint64_t e;
+  std::memcpy(&e, idx, 8);
+  return gather4_u64(tables::iq1s_grid, uint32_t(e & 0xFFFF), uint32_t((e >> 16) & 0xFFFF),
+                     uint32_t((e >> 32) & 0xFFFF), uint32_t(e >> 48));
+}
+
 /// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q) (multiplier applied to the chunk sums).
+/// The 32 grid indices qs[4g+l] | ((qh[g] >> 3l) & 7) << 8 are formed in vectors.
 inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
-  const uint64_t* grid = tables::iq1s_grid;
   const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
+  const __m128i qh8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp));
+  const __m256i qh32 = _mm256_cvtepu16_epi32(qh8);  // lane g = qh[g]
+  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9), seven = _mm256_set1_epi32(7);
+  alignas(32) uint16_t idx[32];
+  for (int v = 0; v < 4; ++v) {  // chunks 2v, 2v+1
+    const __m256i sel = _mm256_setr_epi32(2 * v, 2 * v, 2 * v, 2 * v, 2 * v + 1, 2 * v + 1, 2 * v + 1, 2 * v + 1);
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permutevar8x32_epi32(qh32, sel), shifts), seven);
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * v)));
+    const __m256i i32 = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+    const __m128i i16 = _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+    _mm_store_si128(reinterpret_cast<__m128i*>(idx + 8 * v), i16);
+  }
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
     const uint32_t qh = load_u16(qhp + 2 * g);
-    const uint8_t* q = qs + 4 * g;
-    const __m256i gv = gather4_u64(grid, q[0] | ((qh & 7) << 8), q[1] | (((qh >> 3) & 7) << 8),
-                                   q[2] | (((qh >> 6) & 7) << 8), q[3] | (((qh >> 9) & 7) << 8));
-    const __m256i w = iq1_weights(gv, _mm256_set1_epi64x(int64_t(kPlusMinusOne[qh >> 15])));
+    const __m256i w = iq1_weights(iq1_grid4(idx + 4 * g), _mm256_set1_epi64x(int64_t(kPlusMinusOne[qh >> 15])));
     s[g] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, g)), ones16);
   }
-  const __m128i qh8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp));
   const __m256i mult = odd32(_mm256_cvtepu16_epi32(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7))));
   return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
-/// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q).
+/// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q). Entry i = 4g+l takes the
+/// nibble i%2 of qh[i/2]: bits 0..2 = grid index bits 8..10, bit 3 = delta sign; the 32 indices
+/// and +-1 deltas are formed in vectors.
 inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
-  const uint64_t* grid = tables::iq1s_grid;
   const uint8_t* qs = blk + offsetof(BlockIQ1_M, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_M, qh);
   const uint8_t* scp = blk + offsetof(BlockIQ1_M, scales);
@@ -398,14 +415,28 @@ inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
     m[2 * g + 1] = uint8_t(2 * ((sc >> 3) & 7) + 1);
   }
   const __m256i mult = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+  // Nibbles in entry order, then indices (uint16) and deltas (+-1 bytes).
+  const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp)), nib = _mm_set1_epi8(0x0F);
+  const __m128i qlo = _mm_and_si128(qh, nib), qhi = _mm_and_si128(_mm_srli_epi16(qh, 4), nib);
+  const __m256i n = _mm256_set_m128i(_mm_unpackhi_epi8(qlo, qhi), _mm_unpacklo_epi8(qlo, qhi));
+  const __m256i eight = _mm256_set1_epi8(8);
+  alignas(32) int8_t delta[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(delta),
+                     _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(n, eight), eight), _mm256_set1_epi8(1)));
+  const __m256i hi3 = _mm256_and_si256(n, _mm256_set1_epi8(7));
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  // Bytes -> uint16 index = qs | hi3 << 8: unpack within 128-bit lanes gives entries
+  // [0..7, 16..23] and [8..15, 24..31]; stored accordingly.
+  alignas(32) uint16_t idx[32];
+  const __m256i ia = _mm256_unpacklo_epi8(q, hi3), ib = _mm256_unpackhi_epi8(q, hi3);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_permute2x128_si256(ia, ib, 0x20));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_permute2x128_si256(ia, ib, 0x31));
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    const uint32_t h0 = qhp[2 * g], h1 = qhp[2 * g + 1];
-    const uint8_t* q = qs + 4 * g;
-    const __m256i gv = gather4_u64(grid, q[0] | ((h0 & 7) << 8), q[1] | (((h0 >> 4) & 7) << 8),
-                                   q[2] | ((h1 & 7) << 8), q[3] | (((h1 >> 4) & 7) << 8));
-    const __m256i sgn = gather4_u64(kPlusMinusOne, (h0 >> 3) & 1, h0 >> 7, (h1 >> 3) & 1, h1 >> 7);
-    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights(gv, sgn), act_codes(ap, g)), pair_spread(mult, g));
+    const __m256i sgn = _mm256_shuffle_epi8(_mm256_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(delta) + 4 * g))), spread);
+    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights(iq1_grid4(idx + 4 * g), sgn), act_codes(ap, g)), pair_spread(mult, g));
   }
   return iq_epilogue(half_to_f32(dbits), ap, hsum8(s));
 }
