@@ -75,8 +75,25 @@ struct PairSpread {
 };
 constexpr PairSpread kPairSpread;
 
-/// +1 / -1 in every byte (index 0 / 1), read with one broadcast load.
-alignas(32) constexpr uint64_t kPlusMinusOne[2] = {0x0101010101010101u, ~uint64_t(0)};
+/// IQ1 sub-group weights with the delta folded in: entry i (0..2047) = bytes 8*grid_j + 1 of
+/// iq1s_grid[i], entry 2048 + i = 8*grid_j - 1 (int8 in {-9,-7,-1,1,7,9}). Summing
+/// (8*grid + sgn)*q over a sub-group equals the contract's 8*sum grid*q + sgn*sum q exactly.
+struct Iq1Weights {
+  uint64_t v[4096] = {};
+  constexpr Iq1Weights() {
+    for (int i = 0; i < 4096; ++i) {
+      const uint64_t g = tables::iq1s_grid[i & 2047];
+      const int sgn = i < 2048 ? 1 : -1;
+      uint64_t e = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int gj = int(int8_t(uint8_t(g >> (8 * j))));
+        e |= uint64_t(uint8_t(int8_t(8 * gj + sgn))) << (8 * j);
+      }
+      v[i] = e;
+    }
+  }
+};
+constexpr Iq1Weights kIq1Weights;
 
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -353,22 +370,18 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
   return iq_epilogue(half_to_f32(load_u16(blk)), ap, hsum8(s));
 }
 
-/// IQ1 sub-group weights 8*grid + sgn (int8 in {-9,-7,-1,1,7,9}): sum (8*grid + sgn)*q equals the
-/// contract's 8*sum grid*q + sgn*sum q exactly.
-inline __m256i iq1_weights(__m256i grid, __m256i sgn) {
-  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), sgn);
-}
-
-/// Grid look-up of four consecutive 11-bit IQ1 indices stored as uint16 at `idx`.
-inline __m256i iq1_grid4(const uint16_t* idx) {
+/// IQ1 weights (kIq1Weights) of four consecutive 12-bit indices (bit 11 = negative delta)
+/// stored as uint16 at `idx`.
+inline __m256i iq1_weights4(const uint16_t* idx) {
   uint64_t e;
   std::memcpy(&e, idx, 8);
-  return gather4_u64(tables::iq1s_grid, uint32_t(e & 0xFFFF), uint32_t((e >> 16) & 0xFFFF),
+  return gather4_u64(kIq1Weights.v, uint32_t(e & 0xFFFF), uint32_t((e >> 16) & 0xFFFF),
                      uint32_t((e >> 32) & 0xFFFF), uint32_t(e >> 48));
 }
 
 /// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q) (multiplier applied to the chunk sums).
-/// The 32 grid indices qs[4g+l] | ((qh[g] >> 3l) & 7) << 8 are formed in vectors.
+/// The 32 kIq1Weights indices qs[4g+l] | ((qh[g] >> 3l) & 7) << 8 | (qh[g] >> 15) << 11 are formed
+/// in vectors.
 inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
@@ -378,26 +391,24 @@ inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
   alignas(32) uint16_t idx[32];
   for (int v = 0; v < 4; ++v) {  // chunks 2v, 2v+1
     const __m256i sel = _mm256_setr_epi32(2 * v, 2 * v, 2 * v, 2 * v, 2 * v + 1, 2 * v + 1, 2 * v + 1, 2 * v + 1);
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permutevar8x32_epi32(qh32, sel), shifts), seven);
+    const __m256i h = _mm256_permutevar8x32_epi32(qh32, sel);
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), seven);
+    const __m256i neg = _mm256_and_si256(_mm256_srli_epi32(h, 4), _mm256_set1_epi32(0x800));  // qh bit 15 -> 11
     const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * v)));
-    const __m256i i32 = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+    const __m256i i32 = _mm256_or_si256(_mm256_or_si256(lo, neg), _mm256_slli_epi32(hi, 8));
     const __m128i i16 = _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
     _mm_store_si128(reinterpret_cast<__m128i*>(idx + 8 * v), i16);
   }
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256i s[8];
-  for (int g = 0; g < 8; ++g) {
-    const uint32_t qh = load_u16(qhp + 2 * g);
-    const __m256i w = iq1_weights(iq1_grid4(idx + 4 * g), _mm256_set1_epi64x(int64_t(kPlusMinusOne[qh >> 15])));
-    s[g] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, g)), ones16);
-  }
+  for (int g = 0; g < 8; ++g) s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), ones16);
   const __m256i mult = odd32(_mm256_cvtepu16_epi32(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7))));
   return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
 /// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q). Entry i = 4g+l takes the
-/// nibble i%2 of qh[i/2]: bits 0..2 = grid index bits 8..10, bit 3 = delta sign; the 32 indices
-/// and +-1 deltas are formed in vectors.
+/// nibble i%2 of qh[i/2]: bits 0..2 = grid index bits 8..10, bit 3 = delta sign; the 32
+/// kIq1Weights indices are formed in vectors.
 inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_M, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_M, qh);
@@ -415,29 +426,20 @@ inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
     m[2 * g + 1] = uint8_t(2 * ((sc >> 3) & 7) + 1);
   }
   const __m256i mult = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
-  // Nibbles in entry order, then indices (uint16) and deltas (+-1 bytes).
+  // Nibbles of qh in entry order.
   const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp)), nib = _mm_set1_epi8(0x0F);
   const __m128i qlo = _mm_and_si128(qh, nib), qhi = _mm_and_si128(_mm_srli_epi16(qh, 4), nib);
   const __m256i n = _mm256_set_m128i(_mm_unpackhi_epi8(qlo, qhi), _mm_unpacklo_epi8(qlo, qhi));
-  const __m256i eight = _mm256_set1_epi8(8);
-  alignas(32) int8_t delta[32];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(delta),
-                     _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(n, eight), eight), _mm256_set1_epi8(1)));
-  const __m256i hi3 = _mm256_and_si256(n, _mm256_set1_epi8(7));
   const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
-  // Bytes -> uint16 index = qs | hi3 << 8: unpack within 128-bit lanes gives entries
-  // [0..7, 16..23] and [8..15, 24..31]; stored accordingly.
+  // Bytes -> uint16 kIq1Weights index = qs | nibble << 8 (bit 11 = delta sign): unpack within
+  // 128-bit lanes gives entries [0..7, 16..23] and [8..15, 24..31]; stored accordingly.
   alignas(32) uint16_t idx[32];
-  const __m256i ia = _mm256_unpacklo_epi8(q, hi3), ib = _mm256_unpackhi_epi8(q, hi3);
+  const __m256i ia = _mm256_unpacklo_epi8(q, n), ib = _mm256_unpackhi_epi8(q, n);
   _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_permute2x128_si256(ia, ib, 0x20));
   _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_permute2x128_si256(ia, ib, 0x31));
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   __m256i s[8];
-  for (int g = 0; g < 8; ++g) {
-    const __m256i sgn = _mm256_shuffle_epi8(_mm256_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(delta) + 4 * g))), spread);
-    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights(iq1_grid4(idx + 4 * g), sgn), act_codes(ap, g)), pair_spread(mult, g));
-  }
+  for (int g = 0; g < 8; ++g)
+    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), pair_spread(mult, g));
   return iq_epilogue(half_to_f32(dbits), ap, hsum8(s));
 }
 
