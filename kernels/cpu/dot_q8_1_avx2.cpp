@@ -242,9 +242,10 @@ inline __m256 mxfp4_group(const uint8_t* wp, const uint8_t* ap) {
 }
 
 /// Distance (bytes) at which the row loops prefetch weights: single-thread DRAM reads are latency
-/// bound and the hardware prefetchers alone left MXFP4 at ~4.4 GB/s cold vs ~7.8 with this
-/// (bench_cpu_kernels, bench/README.md). Prefetching past the row end is harmless (a hint).
-constexpr int kPrefetchAhead = 1024;
+/// bound and the hardware prefetchers alone left MXFP4 at ~4.4 GB/s cold vs ~9.5 with this
+/// (bench_cpu_kernels, bench/README.md; 2 KiB beat 0.5, 1 and 4 KiB there). Prefetching past
+/// the row end is harmless (a hint, never a fault).
+constexpr int kPrefetchAhead = 2048;
 
 /// Prefetches the `bytes` weight bytes that lie kPrefetchAhead after `p` (one hint per 64 bytes;
 /// consecutive calls over a contiguous stream touch every cache line).
