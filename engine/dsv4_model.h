@@ -35,6 +35,7 @@ class Dsv4Model final : public Model {
   const ModelOptions& options() const override { return opts_; }
   uint64_t weight_bytes() const override { return weights_.bytes; }
   RankMemory rank_memory(int rank) const override;
+  std::string experts_summary() const override;
 
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
   dev::Device& device(int rank = 0) const { return *devices_.at(rank); }

@@ -56,6 +56,16 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
   std::vector<float> rw;
   std::vector<int> order;
   Result<void> failed = ok();  // an expert-store error is returned after the collectives
+  // Announce this step's experts (ascending, distinct, owned by this rank) to the store: a caching
+  // store reserves their slots so loading one never evicts another this step needs. Released by
+  // end_step after the loop, on the error path too.
+  std::vector<int> step_experts;
+  for (const Routing& r : routes)
+    for (int e : r.experts)
+      if (shard_.owns_expert(l, e)) step_experts.push_back(e);
+  std::sort(step_experts.begin(), step_experts.end());
+  step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
+  if (auto b = w_.experts->begin_step(l, step_experts); !b) failed = b.error();
   for (int64_t t0 = 0; t0 < n; t0 += block) {
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
     if (comm_) Y.assign(static_cast<size_t>(nb * KK * dim), 0.0f);
@@ -110,6 +120,7 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
       }
     }
   }
+  w_.experts->end_step(l);
   if (!failed.ok()) return failed;
 
   // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF).

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "engine/dsv4_model.h"
+#include "staging/expert_store.h"
+#include "staging/store_options.h"
 
 namespace ds4 {
 
@@ -37,6 +39,15 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   m->opts_ = opts;
   DS4_TRY(m->config_, model_config_from_gguf(m->file_.metadata(), m->file_.tensors(), path));
   DS4_TRY(m->weights_, bind_weights(m->file_, m->config_));
+  if (!opts.experts_tier.empty()) {
+    // --experts-tier: every routed expert from one staging tier (staging/expert_store.h). The
+    // caching stores hand out slots per call, so they are used by one rank thread only.
+    if (opts.tp != 1)
+      return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
+                   ": expected tp=1 (staged tiers are not yet shared between rank threads)"};
+    DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
+    DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
+  }
   DS4_TRY(TokenizerVocab vocab, tokenizer_vocab_from_gguf(m->file_.metadata()));
   if (!vocab.tokens.empty()) {
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
@@ -69,6 +80,8 @@ RankMemory Dsv4Model::rank_memory(int rank) const {
   m.weights_experts = b.experts;
   return m;
 }
+
+std::string Dsv4Model::experts_summary() const { return weights_.experts->counters().summary(); }
 
 Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelOptions& opts) {
   DS4_TRY(std::shared_ptr<Dsv4Model> m, Dsv4Model::open(path, opts));

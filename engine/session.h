@@ -32,6 +32,11 @@ struct ModelOptions {
   /// Owner rank of each routed expert, [layer][expert] in [0, tp) (the planner's map); empty =
   /// contiguous ranges (expert e on rank e*tp/n_expert). Any map gives the same bits.
   std::vector<std::vector<int32_t>> expert_placement;
+  /// Forces every routed expert into one staging tier (staging/expert_store.h): "resident",
+  /// "host" or "nvme"; empty = experts read straight from the GGUF mapping (the default until the
+  /// planner's plan drives placement). Only with tp = 1 for now (the caching stores are not
+  /// shared between rank threads).
+  std::string experts_tier;
 };
 
 /// Memory one tensor-parallel rank holds (bytes).
@@ -59,6 +64,9 @@ class Model {
   int tp() const { return options().tp; }
   /// Weight bytes rank `rank` (0 <= rank < tp()) binds; `state` is 0 here (see Session).
   virtual RankMemory rank_memory(int rank) const = 0;
+  /// Multi-line summary of the expert store: tier, bytes moved per tier, cache and NVMe reader
+  /// counters (staging::StagingCounters::summary()).
+  virtual std::string experts_summary() const = 0;
 };
 
 /// One sequence. Not thread-safe; one Session per concurrent sequence.

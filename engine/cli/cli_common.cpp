@@ -69,6 +69,8 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   ModelOptions mo;
   mo.activations = acts;
   mo.threads = a.threads;
+  mo.tp = a.tp;
+  mo.experts_tier = a.experts_tier;
   auto t0 = std::chrono::steady_clock::now();
   DS4_TRY(std::shared_ptr<Model> m, Model::load(a.model, mo));
   const ModelConfig& c = m->config();
@@ -80,6 +82,17 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                activations_name(acts), activations_name(m->options().activations), m->options().threads,
                m->options().threads == 0 ? " (all)" : "");
   return m;
+}
+
+void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier) {
+  s->add_option("--tp", a.tp,
+                "Tensor-parallel ranks (1, 2, 4, 8): one thread and device per rank; CPU ranks without GPUs. "
+                "Every value gives bit-identical logits")
+      ->capture_default_str();
+  if (experts_tier)
+    s->add_option("--experts-tier", a.experts_tier,
+                  "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
+                  "read from the GGUF mapping)");
 }
 
 uint64_t peak_rss_bytes() {

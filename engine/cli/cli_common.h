@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "ds4/result.h"
 #include "engine/session.h"
 
@@ -31,7 +33,12 @@ struct ModelArgs {
   std::string model;
   std::string activations = "f32";  // default printed in --help and on every run
   int threads = 0;                  // 0 = all hardware threads
+  int tp = 1;                       // tensor-parallel ranks (1, 2, 4, 8)
+  std::string experts_tier;         // "" (GGUF mapping), resident, host, nvme
 };
+
+/// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
+void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
 
 /// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
 /// default and effective --activations. Errors: missing file, bad --activations or threads, and

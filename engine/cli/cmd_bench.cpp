@@ -68,6 +68,7 @@ CLI::App* setup(CLI::App& app) {
                 "Matrix-product activations: f32 (exactly decoded weights) or q8 (Q8_1 integer dots)")
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_flag("--probe", args.probe, "Only measure host memory read and memcpy bandwidth (and H2D per GPU with CUDA)");
   s->add_option("--probe-out", args.probe_out, "With --probe: also write the probe results as JSON to this file");
   s->add_option("--probe-mib", args.probe_mib,

@@ -30,6 +30,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-f,--file", args.file, "Text file")->required();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
   s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }

@@ -50,6 +50,7 @@ CLI::App* setup(CLI::App& app) {
                 "Matrix-product activations: f32 (exactly decoded weights, FP32 math) or q8 (Q8_1 integer dots)")
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
   return s;
 }
@@ -148,6 +149,23 @@ int run() {
   std::fprintf(stderr, "run: peak memory (max RSS): %.1f MiB, weights %.1f MiB, sequence state %.2f MiB\n",
                double(peak_rss_bytes()) / (1024.0 * 1024.0), double(m->weight_bytes()) / (1024.0 * 1024.0),
                double(s.state_bytes()) / (1024.0 * 1024.0));
+  if (m->tp() > 1) {
+    for (int r = 0; r < m->tp(); ++r) {
+      const RankMemory rm = s.rank_memory(r);
+      std::fprintf(stderr,
+                   "run: rank %d: weights %.2f MiB (replicated %.2f, sharded %.2f, experts %.2f), state %.2f MiB\n", r,
+                   double(rm.weights()) / 1048576.0, double(rm.weights_replicated) / 1048576.0,
+                   double(rm.weights_sharded) / 1048576.0, double(rm.weights_experts) / 1048576.0,
+                   double(rm.state) / 1048576.0);
+    }
+  }
+  std::string summary = m->experts_summary();
+  for (size_t a = 0; a < summary.size();) {
+    size_t b = summary.find('\n', a);
+    if (b == std::string::npos) b = summary.size();
+    std::fprintf(stderr, "run: %s\n", summary.substr(a, b - a).c_str());
+    a = b + 1;
+  }
   return 0;
 }
 

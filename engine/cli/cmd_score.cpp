@@ -28,6 +28,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
       ->capture_default_str();
   s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }
