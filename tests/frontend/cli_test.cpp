@@ -184,6 +184,32 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x -f y", "excludes");
   check(m + "-n 3", "a prompt is required");
   check("run -p x", "--model");
+  check(m + "-p x --experts-tier gpu", "resident");
+  check(m + "-p x --tp 3", "tp=3");
+  check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
+}
+
+// Greedy text does not depend on where the experts live nor on the rank count (DESIGN.md goal
+// invariant); the run summary reports the tier's traffic and per-rank memory.
+TEST_F(Cli, RunSameTextAcrossTiersAndRanks) {
+  const std::string m = "run -m '" + fixture_gguf().string() + "' -p 'hello there' -n 8 --temp 0 ";
+  auto text = [](const std::string& t) {
+    const size_t h = t.find("run: sampling");
+    const size_t start = h == std::string::npos ? 0 : t.find('\n', h) + 1;
+    return t.substr(start, t.find("\nrun: prompt tokens") - start);
+  };
+  auto base = sh(m);
+  ASSERT_EQ(base.code, 0) << base.text;
+  for (const char* extra : {"--experts-tier resident", "--experts-tier host", "--experts-tier nvme", "--tp 2", "--tp 4"}) {
+    auto r = sh(m + extra);
+    ASSERT_EQ(r.code, 0) << extra << "\n" << r.text;
+    EXPECT_EQ(text(r.text), text(base.text)) << extra;
+  }
+  auto nv = sh(m + "--experts-tier nvme");
+  EXPECT_NE(nv.text.find("experts: tier nvme"), std::string::npos) << nv.text;
+  EXPECT_NE(nv.text.find("nvme reader:"), std::string::npos) << nv.text;
+  auto t4 = sh(m + "--tp 4");
+  EXPECT_NE(t4.text.find("run: rank 3: weights"), std::string::npos) << t4.text;
 }
 
 TEST_F(Cli, PerplexityOnText) {
