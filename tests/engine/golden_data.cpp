@@ -119,4 +119,13 @@ std::string describe(const LogprobDelta& d) {
   return buf;
 }
 
+void expect_exact_gate(const LogprobDelta& prefill, const LogprobDelta& decode, const std::string& what) {
+  for (const auto* d : {&prefill, &decode}) {
+    const char* part = d == &prefill ? "prefill" : "decode";
+    EXPECT_LE(d->mean_abs, kExactMeanTol) << what << " " << part;
+    EXPECT_LE(d->max_abs, kExactMaxTol) << what << " " << part;
+    EXPECT_EQ(d->top1, 1.0) << what << " " << part;
+  }
+}
+
 }  // namespace ds4::test

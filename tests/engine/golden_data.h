@@ -41,4 +41,11 @@ int32_t argmax_row(const std::vector<float>& logits, int64_t r, int64_t vocab);
 /// "mean 1.2e-06 max 3.4e-05 top1 100.0% (500 rows)".
 std::string describe(const LogprobDelta& d);
 
+/// Issue 3's gate for F32 activations against the reference's `exact` goldens.
+inline constexpr double kExactMeanTol = 1e-4;  // mean |delta logprob|
+inline constexpr double kExactMaxTol = 1e-3;   // max |delta logprob|
+/// Adds gtest failures (labelled `what`) unless prefill and decode rows both meet the gate:
+/// mean <= kExactMeanTol, max <= kExactMaxTol, 100% top-1.
+void expect_exact_gate(const LogprobDelta& prefill, const LogprobDelta& decode, const std::string& what);
+
 }  // namespace ds4::test

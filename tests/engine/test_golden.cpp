@@ -21,8 +21,6 @@
 namespace ds4 {
 namespace {
 
-constexpr double kExactMeanTol = 1e-4;  // issue 3: mean |delta logprob| (F32 activations)
-constexpr double kExactMaxTol = 1e-3;   // issue 3: max |delta logprob|
 constexpr int64_t kVocab = 512;
 
 struct PromptRun {
@@ -87,12 +85,7 @@ TEST(Golden, F32ActivationsMatchReferenceExact) {
     print("decode vs ref exact", dec);
     print("prefill vs ref qat (report only)", test::compare_logprobs(r.prefill, test::read_f32(p.qat_prefill), kVocab));
     EXPECT_EQ(pre.rows, static_cast<int64_t>(p.ids.size()));
-    EXPECT_LE(pre.mean_abs, kExactMeanTol);
-    EXPECT_LE(pre.max_abs, kExactMaxTol);
-    EXPECT_EQ(pre.top1, 1.0);
-    EXPECT_LE(dec.mean_abs, kExactMeanTol);
-    EXPECT_LE(dec.max_abs, kExactMaxTol);
-    EXPECT_EQ(dec.top1, 1.0);
+    test::expect_exact_gate(pre, dec, "prompt " + std::to_string(i));
     EXPECT_EQ(r.greedy, p.greedy_exact) << "greedy tokens differ from the reference's";
     std::printf("  greedy tokens: %s\n", r.greedy == p.greedy_exact ? "32/32 identical" : "DIFFERENT");
     if (i != 0) continue;
