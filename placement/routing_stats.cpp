@@ -125,11 +125,42 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
                    ", found " + std::to_string(sum)};
     r.p.push_back(std::move(p));
   }
+  r.tokens = tokens;
+  if (j.contains("coactivation")) {
+    const json& co = j["coactivation"];
+    if (!co.is_array() || int(co.size()) != n_layers)
+      return Error{path + ": key 'coactivation': expected an array of " + std::to_string(n_layers) + " layers"};
+    const int64_t pairs_per_token = int64_t(top_k) * (top_k - 1) / 2;
+    for (int l = 0; l < n_layers; ++l) {
+      const std::string where = path + ": coactivation[" + std::to_string(l) + "]";
+      if (!co[size_t(l)].is_array()) return Error{where + ": expected an array of [a, b, n] triples"};
+      std::vector<RoutingStats::Pair> pairs;
+      int64_t sum = 0;
+      for (const json& t : co[size_t(l)]) {
+        if (!t.is_array() || t.size() != 3 || !t[0].is_number_integer() || !t[1].is_number_integer() ||
+            !t[2].is_number_integer())
+          return Error{where + ": expected [a, b, n] integer triples, found " + t.dump()};
+        RoutingStats::Pair pr{t[0].get<int32_t>(), t[1].get<int32_t>(), t[2].get<int64_t>()};
+        if (pr.a < 0 || pr.a >= pr.b || pr.b >= n_experts || pr.n <= 0 || pr.n > tokens)
+          return Error{where + ": expected 0 <= a < b < " + std::to_string(n_experts) + " and 0 < n <= tokens, found " +
+                       t.dump()};
+        if (!pairs.empty() && (pairs.back().a > pr.a || (pairs.back().a == pr.a && pairs.back().b >= pr.b)))
+          return Error{where + ": pairs must be sorted by (a, b) and unique, found " + t.dump()};
+        sum += pr.n;
+        pairs.push_back(pr);
+      }
+      if (sum != tokens * pairs_per_token)
+        return Error{where + ": expected pair counts summing to tokens * top_k * (top_k - 1) / 2 = " +
+                     std::to_string(tokens * pairs_per_token) + ", found " + std::to_string(sum)};
+      r.coactivation.push_back(std::move(pairs));
+    }
+  }
   return r;
 }
 
 Result<void> write_routing_stats(const std::string& path, const std::string& model, int top_k, int64_t tokens,
-                                 const std::vector<std::vector<int64_t>>& counts) {
+                                 const std::vector<std::vector<int64_t>>& counts,
+                                 const std::vector<std::vector<RoutingStats::Pair>>& coactivation) {
   json j;
   j["format"] = "ds4-routing-stats";
   j["version"] = 1;
@@ -139,6 +170,15 @@ Result<void> write_routing_stats(const std::string& path, const std::string& mod
   j["top_k"] = top_k;
   j["tokens"] = tokens;
   j["counts"] = counts;
+  if (!coactivation.empty()) {
+    json co = json::array();
+    for (const auto& layer : coactivation) {
+      json row = json::array();
+      for (const auto& pr : layer) row.push_back(json::array({pr.a, pr.b, pr.n}));
+      co.push_back(std::move(row));
+    }
+    j["coactivation"] = std::move(co);
+  }
   std::ofstream out(path);
   if (!out) return Error{path + ": cannot write routing statistics"};
   out << j.dump() << "\n";

@@ -12,7 +12,10 @@
 //     "tokens": 123456,                        // tokens routed (each selects top_k experts)
 //     "counts": [[c_0_0, ..., c_0_255], ...]   // [layer][expert] selection counts (integers >= 0)
 //   }
-// Optional "coactivation" (per-layer pair counts) is reserved for later versions and ignored.
+// Optional (still version 1; readers that do not know it may ignore it):
+//     "coactivation": [[[a, b, n], ...], ...]  // [layer] sparse list of expert pairs a < b selected
+//                                              // together by n > 0 tokens (each pair listed once)
+// When present, every layer's pair counts must sum to tokens * top_k * (top_k - 1) / 2.
 // Every layer's counts must sum to tokens * top_k (each token selects exactly top_k distinct
 // experts); a file violating that is rejected.
 #pragma once
@@ -30,6 +33,10 @@ struct RoutingStats {
   std::string source;                 ///< "uniform prior", "zipf prior (s=1.00)", or a file path
   int top_k = 0;
   std::vector<std::vector<double>> p; ///< [layer][expert], each row sums to top_k, entries in [0,1]
+  /// Optional co-activation counts from a statistics file: [layer] -> (a, b, n) with a < b, sorted.
+  struct Pair { int32_t a = 0, b = 0; int64_t n = 0; };
+  std::vector<std::vector<Pair>> coactivation;  ///< empty when the file has none
+  int64_t tokens = 0;                           ///< tokens of the statistics file (0 for priors)
 
   int n_layers() const { return int(p.size()); }
   int n_experts() const { return p.empty() ? 0 : int(p[0].size()); }
@@ -50,8 +57,10 @@ RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s);
 /// layer whose counts do not sum to tokens * top_k, tokens == 0.
 Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, int n_experts, int top_k);
 
-/// Writes `counts` in the format above (used by tests now and by `calibrate` later).
+/// Writes `counts` (and, when non-empty, `coactivation`, one sorted pair list per layer) in the
+/// format above. Used by `ds4-offload calibrate` and tests.
 Result<void> write_routing_stats(const std::string& path, const std::string& model, int top_k, int64_t tokens,
-                                 const std::vector<std::vector<int64_t>>& counts);
+                                 const std::vector<std::vector<int64_t>>& counts,
+                                 const std::vector<std::vector<RoutingStats::Pair>>& coactivation = {});
 
 }  // namespace ds4::placement

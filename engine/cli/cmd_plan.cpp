@@ -2,6 +2,10 @@
 //
 //   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [--ctx N] [--chunk N]
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
+//   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--write-profile F]
+//
+// --probe measures this machine (placement/hw_probe.h: per-node read/memcpy, NVMe file read through
+// the staging reader) and uses the measured profile instead of --hw; alone it prints the results.
 //
 // Without --model-config the built-in DeepSeek-V4-Flash shape is used (placement/model_shape.h).
 // Without --hw the machine is discovered with hwloc (placement/topology.h); bandwidths that
@@ -13,6 +17,7 @@
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
 #include "placement/gguf_sizes.h"
+#include "placement/hw_probe.h"
 #include "placement/hw_profile.h"
 #include "placement/model_shape.h"
 #include "placement/plan_report.h"
@@ -42,6 +47,10 @@ struct PlanArgs {
   std::string json;
   std::string policy = "planner";
   std::string write_profile;
+  bool probe = false;
+  std::string probe_dir = ".";
+  int64_t probe_mem_mib = 256;
+  int64_t probe_nvme_mib = 256;
 };
 PlanArgs args;
 
@@ -71,6 +80,14 @@ CLI::App* setup(CLI::App& app) {
       ->default_val(args.policy)
       ->check(CLI::IsMember({"planner", "pocketllm-like", "frequency-greedy", "all-cpu"}));
   s->add_option("--write-profile", args.write_profile, "Write the hardware profile used (e.g. the discovered one)");
+  s->add_flag("--probe", args.probe,
+              "Measure this machine (memory read/memcpy per NUMA node, NVMe file read) instead of --hw");
+  s->add_option("--probe-dir", args.probe_dir, "Directory for the temporary NVMe probe file (deleted after)")
+      ->default_val(args.probe_dir);
+  s->add_option("--probe-mem-mib", args.probe_mem_mib, "Memory probe buffer per NUMA node (MiB)")
+      ->default_val(args.probe_mem_mib)->check(CLI::Range(int64_t(16), int64_t(1) << 20));
+  s->add_option("--probe-nvme-mib", args.probe_nvme_mib, "NVMe probe file size (MiB; 0 = skip)")
+      ->default_val(args.probe_nvme_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   return s;
 }
 
@@ -80,8 +97,28 @@ int fail(const std::string& msg) {
 }
 
 int run() {
-  if (!args.dry_run && args.json.empty() && args.write_profile.empty())
-    return fail("nothing to do: pass --dry-run and/or --json FILE");
+  if (!args.dry_run && args.json.empty() && args.write_profile.empty() && !args.probe)
+    return fail("nothing to do: pass --dry-run and/or --json FILE (or --probe)");
+  if (args.probe && !args.hw.empty()) return fail("--probe measures this machine; do not combine it with --hw");
+  HwProfile hw;
+  std::string hw_source;
+  if (args.probe) {
+    HwProbeOptions po;
+    po.mem_bytes = args.probe_mem_mib << 20;
+    po.nvme_bytes = args.probe_nvme_mib << 20;
+    po.nvme_dir = args.probe_dir;
+    auto r = probe_hw_profile(po);
+    if (!r) return fail(r.error().message);
+    std::fputs(format_probe(r.value()).c_str(), stdout);
+    hw = r->profile;
+    hw_source = "probed (plan --probe)";
+    if (!args.write_profile.empty()) {
+      std::ofstream out(args.write_profile);
+      if (!(out << hw_profile_to_json(hw))) return fail(args.write_profile + ": cannot write the profile");
+      std::fprintf(stderr, "ds4-offload plan: wrote %s\n", args.write_profile.c_str());
+    }
+    if (!args.dry_run && args.json.empty()) return 0;
+  }
   ModelShape shape;
   QuantMix mix;
   ModelSizes sizes;
@@ -114,9 +151,8 @@ int run() {
     sizes = std::move(z).value();
   }
 
-  HwProfile hw;
-  std::string hw_source;
-  if (!args.hw.empty()) {
+  if (args.probe) {
+  } else if (!args.hw.empty()) {
     auto h = load_hw_profile(args.hw);
     if (!h) return fail(h.error().message);
     hw = std::move(h).value();
@@ -127,7 +163,7 @@ int run() {
     hw = std::move(h).value();
     hw_source = "discovered with hwloc; bandwidths estimated, see the profile description";
   }
-  if (!args.write_profile.empty()) {
+  if (!args.write_profile.empty() && !args.probe) {
     std::ofstream out(args.write_profile);
     if (!(out << hw_profile_to_json(hw))) return fail(args.write_profile + ": cannot write the profile");
   }

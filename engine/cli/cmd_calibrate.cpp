@@ -1,0 +1,132 @@
+// engine/cli/cmd_calibrate.cpp — `ds4-offload calibrate -m MODEL --prompts FILE [-o STATS.json]
+// [--ctx N] [-t N] [--activations f32|q8]`: routing statistics for the placement planner.
+//
+// Prompts: every non-empty line of FILE is one prompt (a file without newlines is therefore one
+// prompt; write multi-line documents with their newlines replaced). Each prompt is tokenized
+// (BOS prepended when the model adds one, special tokens parsed) and evaluated from a fresh
+// sequence state in windows of at most --ctx tokens (a longer prompt continues in a fresh window).
+// No sampling: only the prompt tokens are routed. Every evaluated token (BOS included) is counted
+// in every layer: its top_k selected experts (hash layers: tid2eid of the token) and every
+// unordered pair of them (co-activation within a token). Output: ds4-routing-stats v1 with the
+// optional "coactivation" key (placement/routing_stats.h), read by `plan --stats`.
+//
+// The router choices come from the engine's trace hook (Dsv4Session::set_trace, engine/dsv4_model.h),
+// which records decisions without changing numerics.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "engine/cli/cli_common.h"
+#include "engine/cli/command.h"
+#include "engine/dsv4_model.h"
+#include "engine/model_config.h"
+#include "engine/tokenizer.h"
+#include "placement/routing_counter.h"
+#include "placement/routing_stats.h"
+
+namespace ds4::cli {
+namespace {
+
+struct CalibrateArgs {
+  ModelArgs model;
+  std::string prompts;
+  std::string out = "routing-stats.json";
+  int ctx = 0;      // 0 = min(4096, context_length)
+  int chunk = 512;  // tokens per eval call
+};
+CalibrateArgs args;
+
+CLI::App* setup(CLI::App& app) {
+  auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
+                                            "counts and co-activation (routing statistics for `plan --stats`)");
+  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line")->required();
+  s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v1)")->capture_default_str();
+  s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
+  s->add_option("--chunk", args.chunk, "Tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  return s;
+}
+
+int run() {
+  const char* cmd = "calibrate";
+  if (args.ctx < 0) return fail(cmd, "--ctx: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
+  auto text = read_text_file(args.prompts, "--prompts");
+  if (!text) return fail(cmd, text.error().message);
+  std::vector<std::string> prompts;
+  {
+    std::istringstream in(text.value());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") != std::string::npos) prompts.push_back(line);
+    }
+  }
+  if (prompts.empty()) return fail(cmd, args.prompts + ": no prompt (every line is empty)");
+  auto model = load_model(args.model, cmd);
+  if (!model) return fail(cmd, model.error().message);
+  std::shared_ptr<Model> m = model.value();
+  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
+  if (!dm) return fail(cmd, "the loaded model does not expose router traces (not a Dsv4Model)");
+  const Tokenizer* tok = m->tokenizer();
+  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer.ggml.* metadata");
+  const ModelConfig& c = m->config();
+  const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
+  if (ctx > c.n_ctx)
+    return fail(cmd, "--ctx " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
+  placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used);
+  Dsv4Session session(dm);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t windows = 0;
+  for (size_t pi = 0; pi < prompts.size(); ++pi) {
+    const std::vector<int32_t> toks = tok->encode(prompts[pi], tok->add_bos(), /*parse_special=*/true);
+    for (size_t w0 = 0; w0 < toks.size(); w0 += size_t(ctx)) {
+      const size_t w1 = std::min(toks.size(), w0 + size_t(ctx));
+      session.reset();
+      ForwardTrace trace;
+      session.set_trace(&trace);
+      for (size_t p = w0; p < w1; p += size_t(args.chunk)) {
+        const size_t q = std::min(w1, p + size_t(args.chunk));
+        auto e = session.eval(std::span<const int32_t>(toks.data() + p, q - p), nullptr, nullptr);
+        if (!e) return fail(cmd, "prompt " + std::to_string(pi + 1) + ": " + e.error().message);
+      }
+      session.set_trace(nullptr);
+      if (int(trace.router.size()) != c.n_layer)
+        return fail(cmd, "router trace has " + std::to_string(trace.router.size()) + " layers, expected " +
+                             std::to_string(c.n_layer));
+      for (int l = 0; l < c.n_layer; ++l)
+        for (size_t pos = 0; pos < w1 - w0; ++pos) {
+          auto r = counter.add(l, trace.router[size_t(l)].at(pos));
+          if (!r) return fail(cmd, "prompt " + std::to_string(pi + 1) + ", position " + std::to_string(pos) + ": " +
+                                       r.error().message);
+        }
+      ++windows;
+    }
+  }
+  const double secs = seconds_since(t0);
+  auto tokens = counter.tokens();
+  if (!tokens) return fail(cmd, tokens.error().message);
+  const auto co = counter.coactivation();
+  const std::string name = std::filesystem::path(args.model.model).filename().string();
+  auto w = placement::write_routing_stats(args.out, name, c.n_expert_used, tokens.value(), counter.counts(), co);
+  if (!w) return fail(cmd, w.error().message);
+  // Summary: tokens, speed, per-layer share of the hottest expert and distinct pairs.
+  std::fprintf(stderr, "calibrate: %zu prompts, %lld windows, %lld tokens in %.2f s (%.1f tok/s)\n", prompts.size(),
+               (long long)windows, (long long)tokens.value(), secs, secs > 0 ? double(tokens.value()) / secs : 0.0);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto& row = counter.counts()[size_t(l)];
+    int64_t hot = 0, used = 0;
+    for (int64_t v : row) { hot = std::max(hot, v); used += v > 0; }
+    std::fprintf(stderr, "  layer %2d%s: %lld/%d experts used, hottest selected by %.1f%% of tokens, %zu distinct pairs\n",
+                 l, l < c.n_hash_layers ? " (hash)" : "", (long long)used, c.n_expert,
+                 100.0 * double(hot) / double(std::max<int64_t>(1, tokens.value())), co[size_t(l)].size());
+  }
+  std::fprintf(stderr, "calibrate: wrote %s\n", args.out.c_str());
+  return 0;
+}
+
+CommandRegistrar reg({"calibrate", setup, run});
+
+}  // namespace
+}  // namespace ds4::cli

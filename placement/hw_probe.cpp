@@ -1,0 +1,222 @@
+// placement/hw_probe.cpp — see hw_probe.h.
+#include "placement/hw_probe.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include <hwloc.h>
+
+#include "placement/topology.h"
+#include "staging/nvme_reader.h"
+
+namespace ds4::placement {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Runs fn(t) on `threads` threads bound to `cpuset` (when non-null); returns whether every bind
+/// succeeded and the wall time in seconds.
+std::pair<bool, double> run_bound(hwloc_topology_t topo, hwloc_const_cpuset_t cpuset, int threads,
+                                  const std::function<void(int)>& fn) {
+  std::vector<int> bound(size_t(threads), 0);
+  std::vector<std::thread> pool;
+  const auto t0 = Clock::now();
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      if (cpuset) bound[size_t(t)] = hwloc_set_cpubind(topo, cpuset, HWLOC_CPUBIND_THREAD) == 0;
+      fn(t);
+    });
+  for (auto& th : pool) th.join();
+  const double dt = seconds_since(t0);
+  return {std::all_of(bound.begin(), bound.end(), [](int b) { return b != 0; }), dt};
+}
+
+Result<NodeProbe> probe_node(hwloc_topology_t topo, hwloc_obj_t node, const HwProbeOptions& o) {
+  NodeProbe r;
+  r.node = int(node->os_index);
+  const int cores = std::max(1, hwloc_get_nbobjs_inside_cpuset_by_type(topo, node->cpuset, HWLOC_OBJ_CORE));
+  r.threads = o.threads > 0 ? o.threads : cores;
+  const size_t bytes = size_t(o.mem_bytes) & ~size_t(4095);
+  bool mem_bound = true;
+  void* buf = hwloc_alloc_membind(topo, bytes, node->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET);
+  bool hw_alloc = buf != nullptr;
+  if (!buf) {
+    mem_bound = false;
+    buf = std::aligned_alloc(4096, bytes);
+    if (!buf) return Error{"probe: cannot allocate " + std::to_string(bytes >> 20) + " MiB for node " + std::to_string(r.node)};
+  }
+  const int T = r.threads;
+  const size_t n = bytes / sizeof(uint64_t);
+  auto* w = static_cast<uint64_t*>(buf);
+  // First touch from bound threads (places pages on the node even where membind is advisory).
+  auto [cpu_bound, t_init] = run_bound(topo, node->cpuset, T, [&](int t) {
+    for (size_t i = n * size_t(t) / size_t(T); i < n * size_t(t + 1) / size_t(T); ++i) w[i] = 1;
+  });
+  (void)t_init;
+  std::vector<uint64_t> sums(static_cast<size_t>(T), 0);
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    auto [b, dt] = run_bound(topo, node->cpuset, T, [&](int t) {
+      uint64_t s = 0;
+      for (size_t i = n * size_t(t) / size_t(T); i < n * size_t(t + 1) / size_t(T); ++i) s += w[i];
+      sums[size_t(t)] = s;
+    });
+    uint64_t total = 0;
+    for (auto s : sums) total += s;
+    DS4_CHECK(total == n);  // the sums are used, so the reads cannot be removed
+    r.read_gbps = std::max(r.read_gbps, double(bytes) / dt / 1e9);
+    cpu_bound = cpu_bound && b;
+  }
+  const size_t half = bytes / 2;
+  auto* src = static_cast<uint8_t*>(buf);
+  uint8_t* dst = src + half;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    auto [b, dt] = run_bound(topo, node->cpuset, T, [&](int t) {
+      const size_t lo = half * size_t(t) / size_t(T), hi = half * size_t(t + 1) / size_t(T);
+      std::memcpy(dst + lo, src + lo, hi - lo);
+    });
+    r.copy_gbps = std::max(r.copy_gbps, double(half) / dt / 1e9);
+    cpu_bound = cpu_bound && b;
+  }
+  if (hw_alloc) hwloc_free(topo, buf, bytes);
+  else std::free(buf);
+  r.bound = mem_bound && cpu_bound;
+  return r;
+}
+
+Result<NvmeProbe> probe_nvme(const HwProbeOptions& o) {
+  NvmeProbe r;
+  r.ran = true;
+  r.dir = o.nvme_dir;
+  std::string path = o.nvme_dir + "/ds4-probe-XXXXXX";
+  std::vector<char> tmpl(path.begin(), path.end());
+  tmpl.push_back('\0');
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0) return Error{"probe: cannot create a temporary file in " + o.nvme_dir + ": " + std::strerror(errno)};
+  path = tmpl.data();
+  struct Remove {
+    std::string p;
+    ~Remove() { ::unlink(p.c_str()); }
+  } remove_file{path};
+  const size_t chunk = size_t(4) << 20;
+  const uint64_t bytes = (uint64_t(o.nvme_bytes) / chunk) * chunk;
+  std::vector<uint8_t> data(chunk);
+  for (size_t i = 0; i < chunk; ++i) data[i] = uint8_t(i * 131 + 7);
+  for (uint64_t off = 0; off < bytes; off += chunk)
+    if (::pwrite(fd, data.data(), chunk, off_t(off)) != ssize_t(chunk)) {
+      const std::string e = std::strerror(errno);
+      ::close(fd);
+      return Error{"probe: writing " + path + " failed: " + e};
+    }
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, off_t(bytes), POSIX_FADV_DONTNEED);  // buffered fallback must not read the page cache
+  ::close(fd);
+  staging::ReaderOptions ro;
+  staging::apply_reader_env(&ro);
+  DS4_TRY(auto reader, staging::NvmeReader::open({path}, ro));
+  r.backend = staging::reader_backend_name(reader->backend());
+  r.reason = reader->backend_reason();
+  std::vector<staging::ReadRequest> reqs;
+  for (uint64_t off = 0; off < bytes; off += chunk) reqs.push_back({0, off, chunk});
+  uint64_t got = 0, sum = 0;
+  const auto t0 = Clock::now();
+  DS4_TRY_VOID(reader->read(reqs, [&](size_t, uint64_t, const uint8_t* d, uint64_t n) {
+    got += n;
+    sum += d[0];
+  }));
+  const double dt = seconds_since(t0);
+  if (got != bytes) return Error{"probe: read " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes of " + path};
+  (void)sum;
+  r.direct = reader->file_direct(0);
+  r.bytes = int64_t(bytes);
+  r.read_gbps = double(bytes) / dt / 1e9;
+  return r;
+}
+
+}  // namespace
+
+Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
+  if (o.mem_bytes < (int64_t(16) << 20)) return Error{"probe: memory buffer must be >= 16 MiB"};
+  if (o.threads < 0 || o.repeats < 1) return Error{"probe: threads must be >= 0 and repeats >= 1"};
+  if (o.nvme_bytes != 0 && o.nvme_bytes < (int64_t(8) << 20)) return Error{"probe: NVMe file must be >= 8 MiB (or 0 to skip)"};
+  // Starts from the discovered profile (capacities, NVMe locality, estimates) and replaces rates.
+  DS4_TRY(HwProfile p, discover_hw_profile());
+  HwProbeResult r;
+  r.gpu_note = "no GPU found (and this build has no CUDA backend): GPU list empty";
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) return Error{"hwloc: topology load failed"};
+  const int n_nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < n_nodes; ++i) {
+    auto np = probe_node(topo, hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, unsigned(i)), o);
+    if (!np) {
+      hwloc_topology_destroy(topo);
+      return np.error();
+    }
+    r.nodes.push_back(*np);
+  }
+  hwloc_topology_destroy(topo);
+  double min_copy = 0;
+  for (const auto& m : r.nodes) {
+    const int idx = p.node_index(m.node);
+    if (idx < 0) continue;
+    auto& n = p.nodes[size_t(idx)];
+    n.mem_read_gbps = m.read_gbps;
+    n.cpu_expert_gbps.clear();
+    n.cpu_expert_gbps["default"] = 0.5 * m.read_gbps;
+    min_copy = min_copy == 0 ? m.copy_gbps : std::min(min_copy, m.copy_gbps);
+  }
+  p.pageable_h2d_gbps = min_copy;  // no GPU: a pageable copy is at best a host memcpy
+  if (o.nvme_bytes > 0) {
+    DS4_TRY(r.nvme, probe_nvme(o));
+    NvmeProfile nv;
+    nv.name = "probed file read in " + r.nvme.dir + " (" + r.nvme.backend + (r.nvme.direct ? ", O_DIRECT)" : ", buffered)");
+    nv.numa_node = p.nvme.empty() ? p.nodes[0].id : p.nvme[0].numa_node;
+    nv.read_gbps = r.nvme.read_gbps;
+    p.nvme = {nv};
+  }
+  char desc[768];
+  std::snprintf(desc, sizeof desc,
+                "Probed by `ds4-offload plan --probe`: per-node streaming read and memcpy (%lld MiB, %s), NVMe %s. "
+                "Estimated: CPU expert rate 50%% of read, 16 GFLOP/s per core for prefill, latencies, all-reduce, "
+                "inter-socket cap; pageable_h2d = host memcpy (no GPU).",
+                (long long)(o.mem_bytes >> 20),
+                std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeProbe& m) { return m.bound; })
+                    ? "threads+memory bound per node" : "binding refused on some node",
+                o.nvme_bytes > 0 ? "file read measured through the staging reader" : "not probed (estimate)");
+  p.name = "probed machine";
+  p.description = desc;
+  DS4_TRY_VOID(validate_hw_profile(p, "probed profile"));
+  r.profile = std::move(p);
+  return r;
+}
+
+std::string format_probe(const HwProbeResult& r) {
+  std::string s;
+  char line[512];
+  for (const auto& m : r.nodes) {
+    std::snprintf(line, sizeof line, "node %d: %d threads%s  read %.2f GB/s  memcpy %.2f GB/s\n", m.node, m.threads,
+                  m.bound ? " (bound)" : " (unbound)", m.read_gbps, m.copy_gbps);
+    s += line;
+  }
+  if (r.nvme.ran) {
+    std::snprintf(line, sizeof line, "nvme: %s, %lld MiB, backend %s%s: %.2f GB/s (%s)\n", r.nvme.dir.c_str(),
+                  (long long)(r.nvme.bytes >> 20), r.nvme.backend.c_str(), r.nvme.direct ? " O_DIRECT" : " buffered",
+                  r.nvme.read_gbps, r.nvme.reason.c_str());
+    s += line;
+  } else {
+    s += "nvme: not probed\n";
+  }
+  s += "gpu: " + r.gpu_note + "\n";
+  return s;
+}
+
+}  // namespace ds4::placement

@@ -1,0 +1,134 @@
+// `ds4-offload calibrate` on the tiny fixture: the statistics it writes are consistent (every
+// layer sums to tokens x top_k), the hash layers agree with tid2eid of the prompt tokens read
+// straight from the GGUF, the file loads in the planner, and `plan --stats` runs on it.
+// Exits 77 (skipped) when the fixture is absent.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model_config.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "gguf/gguf_file.h"
+#include "placement/routing_stats.h"
+#include "tests/support/test_env.h"
+
+namespace ds4 {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code = -1;
+  std::string text;
+};
+
+Out sh(const std::string& args) {
+  std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + " 2>&1";
+  Out o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  const int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+fs::path fixture() { return test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
+
+TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
+  if (!fs::exists(fixture())) {
+    std::fprintf(stderr, "fixture %s absent: skipped\n", fixture().c_str());
+    std::exit(77);
+  }
+  const fs::path dir = test::scratch_dir("calibrate_cli");
+  const std::vector<std::string> lines = {"The quick brown fox jumps over the lazy dog.",
+                                          "Expert routing statistics, second prompt: 1 2 3 4 5 6 7 8 9 10."};
+  {
+    std::ofstream p(dir / "prompts.txt");
+    p << lines[0] << "\n\n" << lines[1] << "\n";  // the empty line is not a prompt
+  }
+  const fs::path stats = dir / "stats.json";
+  Out o = sh("calibrate -m '" + fixture().string() + "' --prompts '" + (dir / "prompts.txt").string() + "' -o '" +
+             stats.string() + "' -t 2 --chunk 7");
+  ASSERT_EQ(o.code, 0) << o.text;
+
+  // Expected tokens: the model's tokenizer, as calibrate documents (BOS when the model adds one).
+  ModelOptions mo;
+  mo.threads = 1;
+  auto model = Model::load(fixture().string(), mo);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const Tokenizer* tok = (*model)->tokenizer();
+  ASSERT_NE(tok, nullptr);
+  const ModelConfig& c = (*model)->config();
+  std::vector<int32_t> ids;
+  for (const auto& l : lines) {
+    auto t = tok->encode(l, tok->add_bos(), true);
+    ids.insert(ids.end(), t.begin(), t.end());
+  }
+  ASSERT_GT(c.n_hash_layers, 0);
+
+  std::ifstream in(stats);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["format"], "ds4-routing-stats");
+  EXPECT_EQ(j["version"], 1);
+  ASSERT_EQ(j["tokens"].get<int64_t>(), int64_t(ids.size()));
+  ASSERT_EQ(j["n_layers"].get<int>(), c.n_layer);
+  ASSERT_EQ(j["top_k"].get<int>(), c.n_expert_used);
+  const int64_t k = c.n_expert_used;
+  for (int l = 0; l < c.n_layer; ++l) {
+    int64_t sum = 0;
+    for (const auto& v : j["counts"][size_t(l)]) sum += v.get<int64_t>();
+    EXPECT_EQ(sum, int64_t(ids.size()) * k) << "layer " << l;
+    int64_t pairs = 0;
+    for (const auto& t : j["coactivation"][size_t(l)]) pairs += t[2].get<int64_t>();
+    EXPECT_EQ(pairs, int64_t(ids.size()) * k * (k - 1) / 2) << "layer " << l;
+  }
+
+  // Hash layers: counts and pairs follow tid2eid rows of the tokens, read from the GGUF here.
+  auto g = gguf::GgufModel::open(fixture().string());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  for (int l = 0; l < c.n_hash_layers; ++l) {
+    const std::string name = "blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight";
+    const gguf::TensorInfo* t = g->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_EQ(t->ne[0], k);
+    const auto* tid2eid = reinterpret_cast<const int32_t*>(t->data);
+    std::vector<int64_t> expect(size_t(c.n_expert), 0);
+    std::map<std::pair<int, int>, int64_t> expect_pairs;
+    for (int32_t id : ids)
+      for (int64_t a = 0; a < k; ++a) {
+        const int32_t ea = tid2eid[int64_t(id) * k + a];
+        ++expect[size_t(ea)];
+        for (int64_t b = a + 1; b < k; ++b) {
+          const int32_t eb = tid2eid[int64_t(id) * k + b];
+          ++expect_pairs[{std::min(ea, eb), std::max(ea, eb)}];
+        }
+      }
+    EXPECT_EQ(j["counts"][size_t(l)].get<std::vector<int64_t>>(), expect) << "hash layer " << l;
+    std::map<std::pair<int, int>, int64_t> got_pairs;
+    for (const auto& tr : j["coactivation"][size_t(l)]) got_pairs[{tr[0].get<int>(), tr[1].get<int>()}] = tr[2];
+    EXPECT_EQ(got_pairs, expect_pairs) << "hash layer " << l;
+  }
+
+  // The planner's loader accepts it, and `plan --stats` runs on it.
+  auto st = placement::load_routing_stats(stats.string(), c.n_layer, c.n_expert, c.n_expert_used);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(st->coactivation.size(), size_t(c.n_layer));
+  Out p = sh("plan -m '" + fixture().string() + "' --stats '" + stats.string() +
+             "' --hw '" + (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "' --dry-run");
+  EXPECT_EQ(p.code, 0) << p.text;
+  EXPECT_NE(p.text.find(stats.string()), std::string::npos) << p.text;
+}
+
+}  // namespace
+}  // namespace ds4
