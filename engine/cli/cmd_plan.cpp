@@ -152,6 +152,7 @@ int run() {
   }
 
   if (args.probe) {
+    // hw already holds the probed profile.
   } else if (!args.hw.empty()) {
     auto h = load_hw_profile(args.hw);
     if (!h) return fail(h.error().message);

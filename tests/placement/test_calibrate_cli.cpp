@@ -130,5 +130,22 @@ TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
   EXPECT_NE(p.text.find(stats.string()), std::string::npos) << p.text;
 }
 
+TEST(CalibrateCli, InputErrorsAreReported) {
+  if (!fs::exists(fixture())) std::exit(77);
+  const fs::path dir = test::scratch_dir("calibrate_cli_errors");
+  std::ofstream(dir / "empty.txt") << "\n  \n";
+  Out o = sh("calibrate -m '" + fixture().string() + "' --prompts '" + (dir / "empty.txt").string() + "' -o '" +
+             (dir / "s.json").string() + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("no prompt"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "s.json"));
+  o = sh("plan --probe --hw '" + (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--probe"), std::string::npos) << o.text;
+  o = sh("plan --probe --probe-dir '" + (dir / "missing").string() + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("missing"), std::string::npos) << o.text;
+}
+
 }  // namespace
 }  // namespace ds4
