@@ -60,6 +60,7 @@ TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
   const fs::path stats = dir / "stats.json";
   Out o = sh("calibrate -m '" + fixture().string() + "' --prompts '" + (dir / "prompts.txt").string() + "' -o '" +
              stats.string() + "' -t 2 --chunk 7");
+  ASSERT_NE(o.text.find("2 prompts"), std::string::npos) << o.text;
   ASSERT_EQ(o.code, 0) << o.text;
 
   // Expected tokens: the model's tokenizer, as calibrate documents (BOS when the model adds one).
@@ -119,6 +120,17 @@ TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
     for (const auto& tr : j["coactivation"][size_t(l)]) got_pairs[{tr[0].get<int>(), tr[1].get<int>()}] = tr[2];
     EXPECT_EQ(got_pairs, expect_pairs) << "hash layer " << l;
   }
+
+  // Windows of 8 tokens (fresh state each) route the same tokens: the token total and the hash
+  // layers are unchanged.
+  const fs::path stats8 = dir / "stats8.json";
+  o = sh("calibrate -m '" + fixture().string() + "' --prompts '" + (dir / "prompts.txt").string() + "' -o '" +
+         stats8.string() + "' -t 2 --ctx 8");
+  ASSERT_EQ(o.code, 0) << o.text;
+  std::ifstream in8(stats8);
+  const nlohmann::json j8 = nlohmann::json::parse(in8);
+  EXPECT_EQ(j8["tokens"], j["tokens"]);
+  for (int l = 0; l < c.n_hash_layers; ++l) EXPECT_EQ(j8["counts"][size_t(l)], j["counts"][size_t(l)]) << l;
 
   // The planner's loader accepts it, and `plan --stats` runs on it.
   auto st = placement::load_routing_stats(stats.string(), c.n_layer, c.n_expert, c.n_expert_used);
