@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,8 @@
 
 #include <hwloc.h>
 
+#include "kernels/cpu/quant_ref.h"
+#include "kernels/quant/ggml_type.h"
 #include "placement/topology.h"
 #include "staging/nvme_reader.h"
 
@@ -86,6 +89,45 @@ Result<NodeProbe> probe_node(hwloc_topology_t topo, hwloc_obj_t node, const HwPr
     });
     r.copy_gbps = std::max(r.copy_gbps, double(half) / dt / 1e9);
     cpu_bound = cpu_bound && b;
+  }
+  // Expert matvec: each bound thread runs matvec_q8_1 on its own rows (single-threaded call), so
+  // the whole node buffer is read once per pass, as experts spread over the node's memory would be.
+  const int64_t cols = 4096;
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (int64_t i = 0; i < cols; ++i) x[size_t(i)] = std::sin(0.37f * float(i)) * 0.5f;
+  std::vector<uint8_t> act(size_t(cpu::row_bytes(GgmlType::Q8_1, cols)));
+  cpu::quantize_row_q8_1(x.data(), act.data(), cols);
+  for (const std::string& name : o.expert_types) {
+    GgmlType type{};
+    bool known = false;
+    for (uint32_t id = 0; id < 64; ++id)
+      if (ggml_type_name(id) == name) { type = GgmlType(id); known = true; }
+    if (!known || !cpu::can_quantize(type) || !cpu::can_dot_q8_1(type)) continue;
+    const int64_t rb = cpu::row_bytes(type, cols);
+    const int64_t rows = int64_t(bytes) / rb;
+    if (rows < T) continue;
+    // 16 distinct quantized rows tiled over the buffer (quantizing every row would take seconds).
+    const int64_t distinct = 16;
+    std::vector<uint8_t> q(size_t(rb * distinct));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < distinct; ++r) {
+      for (int64_t i = 0; i < cols; ++i) row[size_t(i)] = std::cos(0.011f * float(i * (r + 3))) * 0.02f;
+      cpu::quantize_row(type, row.data(), q.data() + r * rb, cols);
+    }
+    auto* wb = static_cast<uint8_t*>(buf);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(wb + r * rb, q.data() + (r % distinct) * rb, size_t(rb));
+    std::vector<float> out(static_cast<size_t>(rows));
+    double best = 0;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      auto [b, dt] = run_bound(topo, node->cpuset, T, [&](int t) {
+        const int64_t r0 = rows * t / T, r1 = rows * (t + 1) / T;
+        cpu::matvec_q8_1(type, wb + r0 * rb, r1 - r0, cols, act.data(), out.data() + r0, 1);
+      });
+      cpu_bound = cpu_bound && b;
+      best = std::max(best, double(rows * rb) / dt / 1e9);
+    }
+    DS4_CHECK(std::isfinite(out[0]) && std::isfinite(out[size_t(rows - 1)]));
+    r.expert_gbps[name] = best;
   }
   if (hw_alloc) hwloc_free(topo, buf, bytes);
   else std::free(buf);
@@ -171,7 +213,12 @@ Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
     auto& n = p.nodes[size_t(idx)];
     n.mem_read_gbps = m.read_gbps;
     n.cpu_expert_gbps.clear();
-    n.cpu_expert_gbps["default"] = 0.5 * m.read_gbps;
+    double slowest = 0;
+    for (const auto& [name, g] : m.expert_gbps) {
+      n.cpu_expert_gbps[name] = g;
+      slowest = slowest == 0 ? g : std::min(slowest, g);
+    }
+    n.cpu_expert_gbps["default"] = slowest > 0 ? slowest : 0.5 * m.read_gbps;
     min_copy = min_copy == 0 ? m.copy_gbps : std::min(min_copy, m.copy_gbps);
   }
   p.pageable_h2d_gbps = min_copy;  // no GPU: a pageable copy is at best a host memcpy
@@ -186,12 +233,15 @@ Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
   char desc[768];
   std::snprintf(desc, sizeof desc,
                 "Probed by `ds4-offload plan --probe`: per-node streaming read and memcpy (%lld MiB, %s), NVMe %s. "
-                "Estimated: CPU expert rate 50%% of read, 16 GFLOP/s per core for prefill, latencies, all-reduce, "
+                "CPU expert rate: %s. Estimated: 16 GFLOP/s per core for prefill, latencies, all-reduce, "
                 "inter-socket cap; pageable_h2d = host memcpy (no GPU).",
                 (long long)(o.mem_bytes >> 20),
                 std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeProbe& m) { return m.bound; })
                     ? "threads+memory bound per node" : "binding refused on some node",
-                o.nvme_bytes > 0 ? "file read measured through the staging reader" : "not probed (estimate)");
+                o.nvme_bytes > 0 ? "file read measured through the staging reader" : "not probed (estimate)",
+                r.nodes.empty() || r.nodes[0].expert_gbps.empty()
+                    ? "estimated as 50% of read"
+                    : "measured matvec_q8_1 per type (4096 columns, bound threads), default = slowest type");
   p.name = "probed machine";
   p.description = desc;
   DS4_TRY_VOID(validate_hw_profile(p, "probed profile"));
@@ -206,6 +256,14 @@ std::string format_probe(const HwProbeResult& r) {
     std::snprintf(line, sizeof line, "node %d: %d threads%s  read %.2f GB/s  memcpy %.2f GB/s\n", m.node, m.threads,
                   m.bound ? " (bound)" : " (unbound)", m.read_gbps, m.copy_gbps);
     s += line;
+    if (!m.expert_gbps.empty()) {
+      s += "  expert matvec GB/s:";
+      for (const auto& [name, g] : m.expert_gbps) {
+        std::snprintf(line, sizeof line, " %s %.2f", name.c_str(), g);
+        s += line;
+      }
+      s += "\n";
+    }
   }
   if (r.nvme.ran) {
     std::snprintf(line, sizeof line, "nvme: %s, %lld MiB, backend %s%s: %.2f GB/s (%s)\n", r.nvme.dir.c_str(),

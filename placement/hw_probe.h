@@ -6,11 +6,14 @@
 // says so); NVMe read bandwidth of a temporary file read through staging::NvmeReader (O_DIRECT,
 // io_uring or the pread pool, the same path expert staging uses). GPU H2D (pinned/pageable) needs
 // the CUDA backend: a CPU-only build lists no GPU and a machine with GPUs is an error, as in
-// discover_hw_profile(). Still estimated (listed in the profile description): CPU expert rate (50%
-// of the node's read bandwidth), prefill GFLOP/s, latencies, all-reduce figures.
+// discover_hw_profile(). CPU expert rate per ggml type: batch-1 matvec_q8_1 (kernels/cpu/quant_ref.h,
+// the engine's CPU expert path) over expert-shaped matrices (4096 columns) filling the node buffer,
+// one bound thread per core, GB/s of weight bytes; "default" = the slowest type measured.
+// Still estimated (listed in the profile description): prefill GFLOP/s, latencies, all-reduce.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,9 @@ struct HwProbeOptions {
   int repeats = 3;                          ///< timed passes, best kept (STREAM convention)
   int64_t nvme_bytes = int64_t(256) << 20;  ///< temporary file size (>= 8 MiB); 0 = skip NVMe
   std::string nvme_dir = ".";               ///< where the temporary file is written (then deleted)
+  /// ggml types whose CPU expert matvec rate is measured (those the CPU kernels cannot quantize or
+  /// dot with Q8_1 are skipped); empty = none (CPU expert rate estimated as 50% of read).
+  std::vector<std::string> expert_types = {"IQ2_XXS", "Q2_K", "IQ1_M", "MXFP4", "Q4_K", "Q8_0"};
 };
 
 /// One node's measurement (GB/s = 1e9 B/s).
@@ -35,6 +41,7 @@ struct NodeProbe {
   bool bound = false;       ///< threads and memory were bound to the node
   double read_gbps = 0;
   double copy_gbps = 0;     ///< bytes copied per second (each read once and written once)
+  std::map<std::string, double> expert_gbps;  ///< measured matvec rate per ggml type name
 };
 
 /// The NVMe (file read) measurement.

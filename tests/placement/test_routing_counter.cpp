@@ -99,6 +99,12 @@ TEST(HwProbe, ProfileRoundTripsThroughTheLoader) {
   EXPECT_EQ(hw_profile_to_json(back.value()), js);
   ASSERT_EQ(back->nodes.size(), r->nodes.size());
   EXPECT_DOUBLE_EQ(back->nodes[0].mem_read_gbps, r->nodes[0].read_gbps);
+  // The CPU kernels can quantize and dot these; each gets a measured rate carried into the profile.
+  for (const char* t : {"IQ2_XXS", "Q2_K", "MXFP4", "Q8_0"}) {
+    ASSERT_TRUE(r->nodes[0].expert_gbps.count(t)) << t;
+    EXPECT_GT(r->nodes[0].expert_gbps.at(t), 0) << t;
+    EXPECT_DOUBLE_EQ(back->nodes[0].cpu_gbps_for(t), r->nodes[0].expert_gbps.at(t)) << t;
+  }
   ASSERT_EQ(back->nvme.size(), 1u);
   EXPECT_DOUBLE_EQ(back->nvme[0].read_gbps, r->nvme.read_gbps);
 }
