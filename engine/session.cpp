@@ -52,6 +52,10 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (!vocab.tokens.empty()) {
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
   }
+  // Threads: one OS thread each, so an absurd count would exhaust the process limit.
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    return Error{path + ": threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
+                 std::to_string(opts.threads)};
   // Tensor-parallel ranks: shards validated before any thread or device is made.
   const int R = opts.tp;
   if (R != 1 && R != 2 && R != 4 && R != 8)

@@ -23,6 +23,9 @@ struct ModelWeights;    // engine internals
 /// the router gate; F32/F16/BF16 weights keep FP32 activations (engine/forward.h has the list).
 enum class Activations { F32, Q8 };
 
+/// Largest accepted ModelOptions::threads (each is an OS thread).
+inline constexpr int kMaxThreads = 1024;
+
 /// Options for loading a model.
 struct ModelOptions {
   Activations activations = Activations::F32;

@@ -186,6 +186,7 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check("run -p x", "--model");
   check(m + "-p x --experts-tier gpu", "resident");
   check(m + "-p x --tp 3", "tp=3");
+  check(m + "-p x -t 100000", "expected 0 (all) to 1024");  // one OS thread each: refused, not spawned
   check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
 }
 
