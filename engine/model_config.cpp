@@ -1,6 +1,7 @@
 // engine/model_config.cpp — ModelConfig from GGUF metadata and the tensor cross-check.
 #include "engine/model_config.h"
 
+#include <cmath>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,10 +27,24 @@ class KeyReader {
     return fallback;
   }
   int64_t i(const char* k) { return take(m_.get_int(key(k)), int64_t{0}); }
-  double f(const char* k) { return take(m_.get_float(key(k)), 0.0); }
+  /// Every float key of a deepseek4 model (theta, YaRN, eps, scales) must be finite and > 0.
+  double f(const char* k) {
+    const double v = take(m_.get_float(key(k)), 0.0);
+    if (m_.has(key(k)) && !(std::isfinite(v) && v > 0))
+      errs_->push_back("key '" + key(k) + "': expected a finite value > 0, found " + std::to_string(v));
+    return v;
+  }
   bool b(const char* k) { return take(m_.get_bool(key(k)), false); }
   std::vector<int64_t> ia(const char* k) { return take(m_.get_int_array(key(k)), std::vector<int64_t>{}); }
-  std::vector<double> fa(const char* k) { return take(m_.get_float_array(key(k)), std::vector<double>{}); }
+  /// Float arrays (SwiGLU clamps): every entry finite and >= 0 (0 = no clamp).
+  std::vector<double> fa(const char* k) {
+    auto v = take(m_.get_float_array(key(k)), std::vector<double>{});
+    for (size_t j = 0; j < v.size(); ++j)
+      if (!(std::isfinite(v[j]) && v[j] >= 0))
+        errs_->push_back("key '" + key(k) + "'[" + std::to_string(j) + "]: expected a finite value >= 0, found " +
+                         std::to_string(v[j]));
+    return v;
+  }
   /// `attention.indexer.X` as llama.cpp writes it, or `indexer.X` as another converter lineage
   /// does (../shared/reference/dsv4-architecture.md §6); an error names the first spelling.
   int64_t indexer_key(const char* leaf) {
@@ -298,7 +313,10 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   if (!errs.empty()) {
     std::string msg = source + ": not a valid deepseek4 model (" + std::to_string(errs.size()) + " problem" +
                       (errs.size() > 1 ? "s" : "") + "):";
-    for (const auto& e : errs) msg += "\n  " + e;
+    // The first problems tell what is wrong; a file of another shape can have thousands.
+    constexpr size_t kShown = 40;
+    for (size_t i = 0; i < errs.size() && i < kShown; ++i) msg += "\n  " + errs[i];
+    if (errs.size() > kShown) msg += "\n  ... and " + std::to_string(errs.size() - kShown) + " more";
     return Error{msg};
   }
   return c;

@@ -17,6 +17,7 @@ Result<void> validate(const SamplerParams& p) {
   if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("--min-p", "a value in [0, 1]", p.min_p);
   if (!(p.repeat_penalty > 0) || !std::isfinite(p.repeat_penalty))
     return bad("--repeat-penalty", "a finite value > 0", p.repeat_penalty);
+  if (p.top_k < 0) return bad("--top-k", "0 (off) or a count", p.top_k);
   if (p.repeat_last_n < -1) return bad("--repeat-last-n", "-1 (all), 0 (off) or a count", p.repeat_last_n);
   return ok();
 }

@@ -84,6 +84,19 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   return m;
 }
 
+Result<void> check_output_not_input(const std::string& output, const char* option,
+                                    const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (output.empty() || !std::filesystem::exists(output, ec)) return ok();
+  for (const auto& in : inputs) {
+    if (in.empty()) continue;
+    if (std::filesystem::equivalent(output, in, ec) && !ec)
+      return Error{std::string(option) + " '" + output + "': expected a new output file, found the input '" + in +
+                   "' (it would be overwritten)"};
+  }
+  return ok();
+}
+
 void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier) {
   s->add_option("--tp", a.tp,
                 "Tensor-parallel ranks (1, 2, 4, 8): one thread and device per rank; CPU ranks without GPUs. "

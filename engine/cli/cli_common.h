@@ -37,6 +37,12 @@ struct ModelArgs {
   std::string experts_tier;         // "" (GGUF mapping), resident, host, nvme
 };
 
+/// Error when `output` (given with option `option`) names the same file as one of `inputs`:
+/// writing it would destroy an input, and a model is memory-mapped while we write. Outputs that do
+/// not exist yet, and empty paths, are fine.
+Result<void> check_output_not_input(const std::string& output, const char* option,
+                                    const std::vector<std::string>& inputs);
+
 /// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
 void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
 

@@ -64,6 +64,8 @@ int run() {
     }
   }
   if (prompts.empty()) return fail(cmd, args.prompts + ": no prompt (every line is empty)");
+  if (auto c = check_output_not_input(args.out, "-o/--output", {args.model.model, args.prompts}); !c)
+    return fail(cmd, c.error().message);
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();

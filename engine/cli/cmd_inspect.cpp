@@ -11,6 +11,7 @@
 #include <regex>
 #include <vector>
 
+#include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_validate.h"
@@ -183,6 +184,10 @@ int dump_tensor(const GgufModel& m) {
   const auto type = static_cast<GgmlType>(t->type);
   if (!cpu::can_dequantize(type)) {
     fmt::print(stderr, "ds4-offload inspect: error: tensor '{}': cannot dequantize type {}\n", t->name, ggml_type_name(t->type));
+    return 1;
+  }
+  if (auto c = cli::check_output_not_input(args.out, "--out", {args.model}); !c) {
+    fmt::print(stderr, "ds4-offload inspect: error: {}\n", c.error().message);
     return 1;
   }
   std::ofstream f(args.out, std::ios::binary | std::ios::trunc);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
 #include "placement/gguf_sizes.h"
@@ -100,6 +101,9 @@ int run() {
   if (!args.dry_run && args.json.empty() && args.write_profile.empty() && !args.probe)
     return fail("nothing to do: pass --dry-run and/or --json FILE (or --probe)");
   if (args.probe && !args.hw.empty()) return fail("--probe measures this machine; do not combine it with --hw");
+  for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
+    if (auto c = check_output_not_input(out, opt, {args.model, args.hw, args.stats, args.model_config}); !c)
+      return fail(c.error().message);
   HwProfile hw;
   std::string hw_source;
   if (args.probe) {

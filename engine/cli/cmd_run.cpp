@@ -66,6 +66,7 @@ int run() {
     auto t = read_text_file(args.prompt_file, "-f/--file");
     if (!t) return fail(cmd, t.error().message);
     text = t.value();
+    if (text.empty()) return fail(cmd, "-f/--file '" + args.prompt_file + "': expected a prompt, found an empty file");
   }
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);

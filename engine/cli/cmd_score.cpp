@@ -37,6 +37,8 @@ int run() {
   static_assert(std::endian::native == std::endian::little, "score writes the host's float32 bytes");
   const char* cmd = "score";
   if (args.chunk < 0) return fail(cmd, "--chunk: expected >= 0, found " + std::to_string(args.chunk));
+  if (auto c = check_output_not_input(args.logits_out, "--logits-out", {args.model.model, args.ids_file}); !c)
+    return fail(cmd, c.error().message);
   auto text = read_text_file(args.ids_file, "--token-ids");
   if (!text) return fail(cmd, text.error().message);
   auto model = load_model(args.model, cmd);

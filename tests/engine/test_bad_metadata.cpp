@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -100,6 +101,26 @@ TEST(BadMetadata, EachProblemAloneIsRefused) {
   EXPECT_NE(eb.find("swiglu_clamp_exp"), std::string::npos) << eb;
   EXPECT_NE(ec.find("blk.4.indexer.proj.weight"), std::string::npos) << ec;
   EXPECT_NE(ed.find("sliding_window"), std::string::npos) << ed;
+}
+
+// NaN, negative or zero float settings would silently give NaN logits; each is refused by name.
+TEST(BadMetadata, NonFiniteOrNonPositiveFloatsAreRefused) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  auto dir = test::scratch_dir("engine_bad_metadata_floats");
+  const std::string a = (dir / "nan_eps.gguf").string(), b = (dir / "neg_theta.gguf").string(),
+                    c = (dir / "neg_clamp.gguf").string();
+  write_variant(a, [](gguf::Metadata& m) {
+    m.set("deepseek4.attention.layer_norm_rms_epsilon", gguf::Value::make_f32(std::nanf("")));
+  }, {});
+  write_variant(b, [](gguf::Metadata& m) { m.set("deepseek4.rope.freq_base", gguf::Value::make_f32(-1.0f)); }, {});
+  write_variant(c, [](gguf::Metadata& m) {
+    m.set("deepseek4.swiglu_clamp_exp", gguf::Value::make_array_f32({10, 10, -1, 10, 10, 10}));
+  }, {});
+  std::string ea = load_error(a), eb = load_error(b), ec = load_error(c);
+  EXPECT_NE(ea.find("'deepseek4.attention.layer_norm_rms_epsilon': expected a finite value > 0, found nan"),
+            std::string::npos) << ea;
+  EXPECT_NE(eb.find("'deepseek4.rope.freq_base': expected a finite value > 0, found -1"), std::string::npos) << eb;
+  EXPECT_NE(ec.find("'deepseek4.swiglu_clamp_exp'[2]: expected a finite value >= 0"), std::string::npos) << ec;
 }
 
 TEST(BadMetadata, HashTableWithAnOutOfRangeExpertIsRefused) {

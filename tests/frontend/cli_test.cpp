@@ -188,6 +188,29 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x --tp 3", "tp=3");
   check(m + "-p x -t 100000", "expected 0 (all) to 1024");  // one OS thread each: refused, not spawned
   check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
+  check(m + "-p x --top-k -5", "--top-k");
+  write(dir_ / "empty_prompt.txt", "");
+  check(m + "-f '" + (dir_ / "empty_prompt.txt").string() + "'", "found an empty file");
+}
+
+// An output path naming an input is refused before anything is written (the model is mmapped; a
+// truncated model would also be lost). Works on a copy so that a regression cannot harm the fixture.
+TEST_F(Cli, OutputThatIsAnInputIsRefused) {
+  const fs::path copy = dir_ / "model.gguf";
+  fs::copy_file(fixture_gguf(), copy);
+  const auto size = fs::file_size(copy);
+  write(dir_ / "ids.txt", "0 5 7");
+  const std::string c = "'" + copy.string() + "'";
+  auto expect_refused = [&](const std::string& args, const std::string& needle) {
+    auto r = sh(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.text;
+    EXPECT_NE(r.text.find(needle), std::string::npos) << r.text;
+    EXPECT_EQ(fs::file_size(copy), size) << "the model was modified by: " << args;
+  };
+  expect_refused("score -m " + c + " --token-ids '" + (dir_ / "ids.txt").string() + "' --logits-out " + c,
+                 "expected a new output file");
+  expect_refused("inspect " + c + " --dump token_embd.weight --out " + c, "expected a new output file");
+  expect_refused("plan -m " + c + " --quant-mix ds4-q2 --dry-run --json " + c, "expected a new output file");
 }
 
 // Greedy text does not depend on where the experts live nor on the rank count (DESIGN.md goal
