@@ -171,6 +171,10 @@ std::vector<std::string> validate(const GgufModel& m, json& report, bool print) 
         fmt::print("validate: deepseek4 layout: {} layers, {} routed experts per layer, {} expert tensors, {} ({} bytes)\n",
                    *blocks, *n_exp, n_tensors, human_bytes(bytes), bytes);
     }
+  } else if (print) {
+    // Say so rather than skip silently: only the deepseek4 layout is known to this checker.
+    fmt::print("validate: deepseek4 layout check skipped: general.architecture is {}\n",
+               arch ? "'" + *arch + "'" : std::string("missing"));
   }
   return problems;
 }

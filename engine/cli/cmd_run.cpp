@@ -38,7 +38,15 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-n,--n-predict", args.n_predict, "Tokens to generate (stops early at end-of-sequence)")->capture_default_str();
   s->add_flag("--chat", args.chat, "Wrap the prompt as one user turn of the DeepSeek-V4 chat format");
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
-  s->add_option("--seed", args.sampling.seed, "Sampling seed")->capture_default_str();
+  s->add_option("--seed", args.sampling.seed, "Sampling seed (0 .. 2^64-1)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && !v.empty()
+                       ? std::string()
+                       : "expected a non-negative integer, found '" + v + "'";
+          },
+          "UINT64"))
+      ->capture_default_str();
   s->add_option("--temp", args.sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
   s->add_option("--top-k", args.sampling.top_k, "Top-k (0 = off)")->capture_default_str();
   s->add_option("--top-p", args.sampling.top_p, "Top-p (1 = off)")->capture_default_str();
@@ -140,7 +148,7 @@ int run() {
   }
   std::fputs(utf8.flush().c_str(), stdout);
   std::fputs("\n", stdout);
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(cmd, "writing the generated text to stdout failed");
 
   std::fprintf(stderr, "\nrun: prompt tokens: %zu, prefill: %.3f s (%.1f tok/s)\n", prompt.size(), prefill_s,
                prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);
