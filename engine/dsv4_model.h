@@ -72,6 +72,7 @@ class Dsv4Session final : public Session {
     for (auto& s : states_) s.reset(model_->config());
   }
   uint64_t state_bytes() const override { return states_[0].bytes(); }
+  WeightTraffic weight_traffic() const override;
   RankMemory rank_memory(int rank) const override {
     RankMemory m = model_->rank_memory(rank);
     m.state = states_.at(rank).bytes();

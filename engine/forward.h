@@ -54,6 +54,9 @@ class Forward {
   /// for all rows when `all_rows`, else only the last row ([vocab]). `trace` may be null.
   Result<void> eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows,
                     std::vector<float>* logits, ForwardTrace* trace) const;
+  /// Bytes of routed-expert weight matrices this Forward multiplied so far (each (expert, token
+  /// block) launch counts gate + up + down once).
+  uint64_t expert_weight_bytes() const { return expert_weight_bytes_; }
 
  private:
   /// Attention sublayer of layer l: x [n, dim] normalized input -> out [n, dim].
@@ -72,6 +75,7 @@ class Forward {
 
   const ModelConfig& c_;
   const ModelWeights& w_;
+  mutable uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
   dev::Device& dev_;
   dev::ActFormat act_;
   TpShard shard_;

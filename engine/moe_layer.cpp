@@ -99,6 +99,9 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
       }
       y.resize(static_cast<size_t>(m * dim));
       dev_.matmul(*wd, g.data(), m, y.data(), act_);
+      expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
+                              static_cast<uint64_t>(wu->out) * wu->row_bytes +
+                              static_cast<uint64_t>(wd->out) * wd->row_bytes;
       if (!comm_) {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t d = 0; d < dim; ++d) out[(t0 + rows[i] / KK) * dim + d] += y[i * dim + d];

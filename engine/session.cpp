@@ -111,6 +111,13 @@ Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m) : model_(std::move(m)) {
   }
 }
 
+WeightTraffic Dsv4Session::weight_traffic() const {
+  WeightTraffic t;
+  for (int r = 0; r < model_->tp(); ++r) t.total += model_->device(r).weight_bytes_read();
+  for (const Forward& f : forwards_) t.routed_experts += f.expert_weight_bytes();
+  return t;
+}
+
 Result<void> Dsv4Session::eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                                std::vector<float>* logits_last) {
   const ModelConfig& c = model_->config();

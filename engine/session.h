@@ -72,6 +72,13 @@ class Model {
   virtual std::string experts_summary() const = 0;
 };
 
+/// Weight bytes the engine has read, for roofline figures (`bench`). Counted per matmul launch
+/// (every matrix once per launch, see dev::Device::weight_bytes_read).
+struct WeightTraffic {
+  uint64_t total = 0;           // all weights, all ranks' devices (shared by the model's sessions)
+  uint64_t routed_experts = 0;  // routed-expert matrices this session multiplied, all ranks
+};
+
 /// One sequence. Not thread-safe; one Session per concurrent sequence.
 class Session {
  public:
@@ -92,6 +99,8 @@ class Session {
   virtual uint64_t state_bytes() const = 0;
   /// Model weights of rank `rank` plus this sequence's state on that rank.
   virtual RankMemory rank_memory(int rank) const = 0;
+  /// Weight bytes read so far (monotone; take differences around an eval).
+  virtual WeightTraffic weight_traffic() const = 0;
 };
 
 }  // namespace ds4

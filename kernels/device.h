@@ -72,6 +72,10 @@ class Device {
                        float* y) = 0;
   /// Runs fn(i) for i in [0, n) on the workers (any order; fn must write disjoint outputs).
   virtual void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) = 0;
+  /// Weight bytes read by matmul/matmul2 since the device was made: each launch counts every
+  /// matrix once (out * row_bytes), whatever the token count n (a row is read once from memory
+  /// and reused from cache for all n tokens). The engine's roofline counter (`bench`).
+  virtual uint64_t weight_bytes_read() const = 0;
 };
 
 /// True when matmul with `act` = Q8_1 really quantizes activations for weight type `type`.

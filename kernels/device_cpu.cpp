@@ -207,6 +207,7 @@ class CpuDevice final : public Device {
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) override {
     pool_.run(n, fn);
   }
+  uint64_t weight_bytes_read() const override { return weight_bytes_.load(std::memory_order_relaxed); }
 
  private:
   void run_matmuls(const WeightMatrix* const* ws, float* const* ys, int nw, const float* x,
@@ -215,6 +216,7 @@ class CpuDevice final : public Device {
     for (int k = 0; k < nw; ++k) {
       DS4_CHECK(ws[k]->data != nullptr && ws[k]->in == in);
       DS4_CHECK(ws[k]->type == GgmlType::F32 || cpu::can_dequantize(ws[k]->type));
+      weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->out) * ws[k]->row_bytes, std::memory_order_relaxed);
     }
     // Q8_1 activations, one row per token, quantized once for all matrices.
     bool q8[2] = {false, false};
@@ -273,6 +275,7 @@ class CpuDevice final : public Device {
 
   ThreadPool pool_;
   std::string name_;
+  std::atomic<uint64_t> weight_bytes_{0};  // launches may come from several sessions
 };
 
 }  // namespace

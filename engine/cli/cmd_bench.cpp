@@ -10,10 +10,12 @@
 // Rows follow llama-bench: test "pp<p>" (prefill) and "tg<n> @ d<p>" (decode after a p-token
 // prompt); column names model, size, params, backend, threads, n_prompt, n_gen, test, t/s (md) or
 // avg_ts / stddev_ts (json, csv) as llama-bench writes them.
-// Roofline (decode rows): bytes/token is ESTIMATED from the GGUF (the engine exposes no counters):
-// every non-expert weight of the main layers + n_expert_used / n_expert of the routed-expert
-// tensors + one row of the token embedding; GB/s = bytes/token x decode t/s; frac = GB/s over the
-// streaming-read bandwidth measured by the probe at start (kernels/cpu/mem_bandwidth.h).
+// Roofline (decode rows): bytes/token is MEASURED by the engine's counters (Session::weight_traffic:
+// every weight matrix once per matmul launch, summed over the decode evals, of which routed
+// experts); GB/s = bytes/token x decode t/s; frac = GB/s over the streaming-read bandwidth
+// measured by the probe at start (kernels/cpu/mem_bandwidth.h). The GGUF estimate (non-expert
+// weights + n_expert_used / n_expert of the routed-expert tensors + one embedding row) is printed
+// beside it. Not counted: the token embedding row and norm/bias vectors (not matmuls).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -203,28 +205,43 @@ struct Row {
   Stat ts;            // tokens / s
   Stat ttft_ms;       // pp rows only
   bool decode = false;
+  double bpt = 0;          // tg rows: measured weight bytes per decoded token (engine counters)
+  double bpt_experts = 0;  // tg rows: of which routed experts
 };
 
 int32_t argmax(const std::vector<float>& v) {
   return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-/// Runs one repetition: returns {ttft_s, decode_s}.
-Result<std::pair<double, double>> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) {
+/// One repetition's timings and the weight bytes the engine read during its decode steps.
+struct Rep {
+  double ttft_s = 0, decode_s = 0;
+  uint64_t decode_bytes = 0;         // Session::weight_traffic().total over the n_gen - 1 decode evals
+  uint64_t decode_expert_bytes = 0;  // .routed_experts over the same evals
+};
+
+/// Runs one repetition: reset, prefill `prompt`, n_gen - 1 greedy decode steps.
+Result<Rep> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) {
   using Clock = std::chrono::steady_clock;
   s.reset();
   std::vector<float> logits;
+  Rep rep;
   const auto t0 = Clock::now();
   DS4_TRY_VOID(s.eval(prompt, nullptr, &logits));
-  const double ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+  rep.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
   int32_t tok = argmax(logits);
+  const WeightTraffic w0 = s.weight_traffic();
   const auto t1 = Clock::now();
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
     DS4_TRY_VOID(s.eval(one, nullptr, &logits));
     tok = argmax(logits);
   }
-  return std::make_pair(ttft, std::chrono::duration<double>(Clock::now() - t1).count());
+  rep.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  const WeightTraffic w1 = s.weight_traffic();
+  rep.decode_bytes = w1.total - w0.total;
+  rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
+  return rep;
 }
 
 std::string fmtd(const char* f, double v) {
@@ -324,16 +341,23 @@ int run() {
     for (auto& t : prompt) t = tok(rng);
     for (int n : gens.value()) {
       std::vector<double> pp, ttft, tg;
+      double bytes = 0, expert_bytes = 0;
       for (int r = 0; r < args.reps; ++r) {
         auto res = run_once(s, prompt, n);
         if (!res) return fail(cmd, res.error().message);
-        ttft.push_back(res->first * 1e3);
-        pp.push_back(double(p) / res->first);
-        if (n > 1) tg.push_back(double(n - 1) / res->second);
+        ttft.push_back(res->ttft_s * 1e3);
+        pp.push_back(double(p) / res->ttft_s);
+        if (n > 1) tg.push_back(double(n - 1) / res->decode_s);
+        bytes += double(res->decode_bytes);
+        expert_bytes += double(res->decode_expert_bytes);
       }
       // One pp row per prompt length (from the first generation length's runs).
       if (n == gens.value()[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
-      if (n > 1) rows.push_back({p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true});
+      if (n > 1) {
+        const double toks = double(args.reps) * double(n - 1);
+        rows.push_back({p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true,
+                        bytes / toks, expert_bytes / toks});
+      }
     }
   }
 
@@ -361,7 +385,10 @@ int run() {
             {"llc_bytes", cpu::llc_bytes()},
             {"weights_fit_in_llc", cpu::llc_bytes() > 0 && int64_t(m->weight_bytes()) < cpu::llc_bytes()},
             {"bytes_per_token_est", bpt},
-            {"bytes_per_token_note", "estimated from the GGUF: non-expert weights + top_k/n_expert of expert weights"}};
+            {"bytes_per_token_note",
+             "bytes_per_token (tg rows) is measured by the engine's counters (weight matrix bytes per matmul launch, "
+             "decode steps only); bytes_per_token_est is the GGUF estimate (non-expert weights + top_k/n_expert of "
+             "expert weights) for comparison"}};
 
   if (args.output == "json") {
     json res = json::array();
@@ -374,9 +401,11 @@ int run() {
         j["ttft_ms_avg"] = r.ttft_ms.mean;
         j["ttft_ms_stddev"] = r.ttft_ms.sd;
       } else {
+        j["bytes_per_token"] = r.bpt;
+        j["bytes_per_token_experts"] = r.bpt_experts;
         j["bytes_per_token_est"] = bpt;
-        j["weights_GBps"] = bpt * r.ts.mean * 1e-9;
-        j["frac_mem_bw"] = bpt * r.ts.mean / bw;
+        j["weights_GBps"] = r.bpt * r.ts.mean * 1e-9;
+        j["frac_mem_bw"] = r.bpt * r.ts.mean / bw;
       }
       res.push_back(j);
     }
@@ -385,16 +414,17 @@ int run() {
   }
   if (args.output == "csv") {
     std::printf("model,size,params,backend,threads,activations,n_prompt,n_gen,test,avg_ts,stddev_ts,ttft_ms_avg,"
-                "ttft_ms_stddev,bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,placement,build,cpu_info,gpu_info,"
-                "date,host_read_GBps\n");
+                "ttft_ms_stddev,bytes_per_token,bytes_per_token_experts,bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,"
+                "placement,build,cpu_info,gpu_info,date,host_read_GBps\n");
     for (const Row& r : rows) {
-      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
+      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
                   csv_quote(args.model.model).c_str(), (unsigned long long)m->weight_bytes(),
                   (unsigned long long)facts->params, backend.c_str(), threads, acts.c_str(), r.n_prompt, r.n_gen,
                   csv_quote(r.test).c_str(), r.ts.mean, r.ts.sd, r.decode ? "" : fmtd("%.4f", r.ttft_ms.mean).c_str(),
-                  r.decode ? "" : fmtd("%.4f", r.ttft_ms.sd).c_str(), r.decode ? fmtd("%.0f", bpt).c_str() : "",
-                  r.decode ? fmtd("%.4f", bpt * r.ts.mean * 1e-9).c_str() : "",
-                  r.decode ? fmtd("%.5f", bpt * r.ts.mean / bw).c_str() : "", csv_quote(facts->quant_mix).c_str(),
+                  r.decode ? "" : fmtd("%.4f", r.ttft_ms.sd).c_str(), r.decode ? fmtd("%.0f", r.bpt).c_str() : "",
+                  r.decode ? fmtd("%.0f", r.bpt_experts).c_str() : "", r.decode ? fmtd("%.0f", bpt).c_str() : "",
+                  r.decode ? fmtd("%.4f", r.bpt * r.ts.mean * 1e-9).c_str() : "",
+                  r.decode ? fmtd("%.5f", r.bpt * r.ts.mean / bw).c_str() : "", csv_quote(facts->quant_mix).c_str(),
                   csv_quote("all CPU").c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
                   csv_quote("none").c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
     }
@@ -408,22 +438,25 @@ int run() {
               meta["date"].get<std::string>().c_str());
   std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",
               bw * 1e-9, probe->copy_bps * 1e-9, probe->threads, args.reps);
-  std::printf("- B/tok: ESTIMATED weight bytes read per decoded token (non-expert + top-k/n_expert of experts)\n");
+  std::printf("- B/tok: weight bytes the engine read per decoded token (its counters; experts = routed experts "
+              "part); GGUF estimate %.3g B/tok (non-expert + top-k/n_expert of experts)\n",
+              bpt);
   if (const int64_t llc = cpu::llc_bytes(); llc > 0 && int64_t(m->weight_bytes()) < llc)
     std::printf("- note: the weights (%.1f MiB) fit in the last-level cache (%.0f MiB), so decode reads them from cache "
                 "and %% mem bw is not a DRAM bound here\n",
                 double(m->weight_bytes()) / 1048576.0, double(llc) / 1048576.0);
   std::printf("\n");
-  std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok (est.) | GB/s | %% mem bw |\n");
-  std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok | experts B/tok | GB/s | %% mem bw |\n");
+  std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::string name = args.model.model;
   if (auto sl = name.find_last_of('/'); sl != std::string::npos) name = name.substr(sl + 1);
   for (const Row& r : rows) {
-    std::printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s |\n", name.c_str(), size_gib,
+    std::printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s | %s |\n", name.c_str(), size_gib,
                 double(facts->params) * 1e-6, backend.c_str(), threads, r.test.c_str(), r.ts.mean, r.ts.sd,
                 r.decode ? "-" : (fmtd("%.2f", r.ttft_ms.mean) + " ± " + fmtd("%.2f", r.ttft_ms.sd)).c_str(),
-                r.decode ? fmtd("%.3g", bpt).c_str() : "-", r.decode ? fmtd("%.3f", bpt * r.ts.mean * 1e-9).c_str() : "-",
-                r.decode ? fmtd("%.2f", 100.0 * bpt * r.ts.mean / bw).c_str() : "-");
+                r.decode ? fmtd("%.3g", r.bpt).c_str() : "-", r.decode ? fmtd("%.3g", r.bpt_experts).c_str() : "-",
+                r.decode ? fmtd("%.3f", r.bpt * r.ts.mean * 1e-9).c_str() : "-",
+                r.decode ? fmtd("%.2f", 100.0 * r.bpt * r.ts.mean / bw).c_str() : "-");
   }
   return 0;
 }

@@ -86,6 +86,9 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
   EXPECT_GT(tg.at("avg_ts").get<double>(), 0.0);
   EXPECT_EQ(tg.at("stddev_ts").get<double>(), 0.0);  // one repetition
   EXPECT_GT(tg.at("frac_mem_bw").get<double>(), 0.0);
+  // Measured by the engine's counters: the routed part is a strict, non-zero part of the total.
+  EXPECT_GT(tg.at("bytes_per_token_experts").get<double>(), 0.0);
+  EXPECT_GT(tg.at("bytes_per_token").get<double>(), tg.at("bytes_per_token_experts").get<double>());
   const json& m = j.at("metadata");
   for (const char* k : {"model", "quant_mix", "placement", "build", "cpu_info", "gpu_info", "date", "n_threads",
                         "host_read_GBps", "bytes_per_token_est"})

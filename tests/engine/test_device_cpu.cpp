@@ -25,6 +25,21 @@ dev::WeightMatrix f32_matrix(const std::vector<float>& w, int64_t in, int64_t ou
   return {GgmlType::F32, reinterpret_cast<const uint8_t*>(w.data()), in, out, static_cast<uint64_t>(in * 4)};
 }
 
+// The roofline counter: each launch adds out * row_bytes per matrix, whatever n and act.
+TEST(DeviceCpu, WeightBytesReadCountsEveryMatrixOncePerLaunch) {
+  const int64_t in = 64, out = 11;
+  auto w = randn(in * out, 7), x = randn(3 * in, 8);
+  auto d = dev::make_cpu_device(2);
+  EXPECT_EQ(d->weight_bytes_read(), 0u);
+  std::vector<float> y0(3 * out), y1(3 * out);
+  d->matmul(f32_matrix(w, in, out), x.data(), 3, y0.data(), dev::ActFormat::F32);
+  EXPECT_EQ(d->weight_bytes_read(), uint64_t(out * in * 4));
+  d->matmul(f32_matrix(w, in, out), x.data(), 1, y0.data(), dev::ActFormat::Q8_1);
+  EXPECT_EQ(d->weight_bytes_read(), uint64_t(2 * out * in * 4));
+  d->matmul2(f32_matrix(w, in, out), y0.data(), f32_matrix(w, in, 5), y1.data(), x.data(), 2, dev::ActFormat::F32);
+  EXPECT_EQ(d->weight_bytes_read(), uint64_t((2 * out + out + 5) * in * 4));
+}
+
 TEST(DeviceCpu, MatmulF32MatchesDoubleReference) {
   const int64_t in = 96, out = 37, n = 5;
   auto w = randn(in * out, 1), x = randn(n * in, 2);
