@@ -21,12 +21,15 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +40,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/mem_bandwidth.h"
 #include "kernels/quant/ggml_type.h"
+#include "placement/topology.h"
+#include "staging/h2d_probe.h"
 
 namespace ds4::cli {
 namespace {
@@ -256,34 +261,102 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
-json probe_json(const cpu::MemProbeResult& p) {
-  return json{{"host_read_GBps", p.read_bps * 1e-9}, {"host_memcpy_GBps", p.copy_bps * 1e-9},
-              {"threads", p.threads},           {"buffer_MiB", p.bytes >> 20},
-              {"llc_MiB", p.llc_bytes >> 20},   {"h2d_GBps_per_gpu", json::array()},
-              {"gpus", "no GPU (CPU-only build path)"}};
+/// H2D per GPU (and all GPUs at once) when this build has CUDA and a GPU; empty otherwise.
+struct H2dFigures {
+  bool measured = false;
+  std::string why_not;  // when not measured
+  staging::H2dProbeResult r;
+};
+
+H2dFigures probe_h2d_links() {
+  H2dFigures f;
+  if (!staging::h2d_probe_available()) {
+    f.why_not = "no GPU (this build has no CUDA, or no device is visible)";
+    return f;
+  }
+  staging::H2dProbeOptions o;
+  if (auto topo = placement::discover_topology(); topo && topo->nodes.size() > 1)
+    for (const auto& n : topo->nodes) o.numa_nodes.push_back(n.os_index);
+  auto r = staging::probe_h2d(o);
+  if (!r) {
+    f.why_not = r.error().message;
+    return f;
+  }
+  f.measured = true;
+  f.r = std::move(r.value());
+  return f;
+}
+
+bool buffer_is_cache_sized(const cpu::MemProbeResult& p) { return p.llc_bytes > 0 && p.bytes < 4 * p.llc_bytes; }
+
+json probe_json(const cpu::MemProbeResult& p, const H2dFigures& h) {
+  json links = json::array();
+  for (const auto& l : h.r.links)
+    links.push_back({{"gpu", l.gpu}, {"name", l.name}, {"pci_bus_id", l.pci_bus_id}, {"numa_node", l.numa_node},
+                     {"pinned_GBps", l.pinned_gbps}, {"pageable_GBps", l.pageable_gbps}});
+  json j{{"host_read_GBps", p.read_bps * 1e-9}, {"host_memcpy_GBps", p.copy_bps * 1e-9},
+         {"threads", p.threads},           {"buffer_MiB", p.bytes >> 20},
+         {"llc_MiB", p.llc_bytes >> 20},   {"buffer_fits_cache", buffer_is_cache_sized(p)},
+         {"h2d", links}};
+  if (h.measured)
+    j["h2d_all_gpus_GBps"] = h.r.all_gpus_gbps;
+  else
+    j["gpus"] = h.why_not;
+  return j;
 }
 
 int run_probe(const cpu::MemProbeResult& p) {
-  const json j = probe_json(p);
+  const H2dFigures h = probe_h2d_links();
+  const json j = probe_json(p, h);
   if (args.output == "json") {
     std::printf("%s\n", j.dump(2).c_str());
   } else if (args.output == "csv") {
-    std::printf("host_read_GBps,host_memcpy_GBps,threads,buffer_MiB,llc_MiB,gpus\n%.3f,%.3f,%d,%lld,%lld,%s\n",
-                p.read_bps * 1e-9, p.copy_bps * 1e-9, p.threads, (long long)(p.bytes >> 20),
-                (long long)(p.llc_bytes >> 20), csv_quote("no GPU").c_str());
+    std::printf("host_read_GBps,host_memcpy_GBps,threads,buffer_MiB,llc_MiB,gpu,numa_node,pinned_h2d_GBps,pageable_h2d_GBps\n");
+    if (!h.measured)
+      std::printf("%.3f,%.3f,%d,%lld,%lld,,,,\n", p.read_bps * 1e-9, p.copy_bps * 1e-9, p.threads,
+                  (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
+    for (const auto& l : h.r.links)
+      std::printf("%.3f,%.3f,%d,%lld,%lld,%d,%d,%.3f,%.3f\n", p.read_bps * 1e-9, p.copy_bps * 1e-9, p.threads,
+                  (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20), l.gpu, l.numa_node, l.pinned_gbps,
+                  l.pageable_gbps);
   } else {
     std::printf("| probe | value |\n| --- | ---: |\n");
     std::printf("| host memory read (all %d threads) | %.2f GB/s |\n", p.threads, p.read_bps * 1e-9);
     std::printf("| host memcpy (bytes copied) | %.2f GB/s |\n", p.copy_bps * 1e-9);
     std::printf("| buffer / LLC | %lld MiB / %lld MiB |\n", (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
-    std::printf("| H2D per GPU | no GPU |\n");
+    if (!h.measured) std::printf("| H2D per GPU | %s |\n", h.why_not.c_str());
+    for (const auto& l : h.r.links)
+      std::printf("| H2D GPU %d (%s, %s) from node %d | pinned %.2f GB/s, pageable %.2f GB/s |\n", l.gpu, l.name.c_str(),
+                  l.pci_bus_id.c_str(), l.numa_node, l.pinned_gbps, l.pageable_gbps);
+    if (h.measured) std::printf("| H2D all GPUs at once (pinned) | %.2f GB/s |\n", h.r.all_gpus_gbps);
   }
+  if (buffer_is_cache_sized(p))
+    std::fprintf(stderr,
+                 "bench: note: the %lld MiB probe buffer is smaller than 4 x the %lld MiB last-level cache, so the "
+                 "figures include cache hits and overstate memory bandwidth\n",
+                 (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
   if (!args.probe_out.empty()) {
     std::ofstream f(args.probe_out);
     f << j.dump(2) << "\n";
     if (!f) return fail("bench", "--probe-out '" + args.probe_out + "': cannot write");
   }
   return 0;
+}
+
+/// Error unless `path` can be created or overwritten (its folder exists and is writable), so a
+/// bad --probe-out fails before the probe runs.
+Result<void> check_writable(const std::string& path, const char* flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return Error{std::string(flag) + ": expected a file path, found the directory '" + path + "'"};
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    return Error{std::string(flag) + " '" + path + "': folder '" + dir.string() + "' does not exist"};
+  if (::access(dir.c_str(), W_OK) != 0 || (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
+    return Error{std::string(flag) + " '" + path + "': not writable"};
+  return ok();
 }
 
 int run() {
@@ -295,6 +368,8 @@ int run() {
     return fail(cmd, "-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(args.model.threads));
   if (args.probe_mib < 0) return fail(cmd, "--probe-mib: expected >= 0, found " + std::to_string(args.probe_mib));
   if (!args.probe_out.empty() && !args.probe) return fail(cmd, "--probe-out needs --probe");
+  if (!args.probe_out.empty())
+    if (auto w = check_writable(args.probe_out, "--probe-out"); !w) return fail(cmd, w.error().message);
   if (args.probe && !args.model.model.empty())
     return fail(cmd, "--probe measures the machine only: drop -m/--model, or drop --probe to benchmark the model");
   if (!args.probe && args.model.model.empty()) return fail(cmd, "-m/--model is required (or use --probe)");

@@ -150,6 +150,16 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
   }
 }
 
+TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {
+  const Out o = run("bench --probe --probe-mib 16 --probe-out /nonexistent-ds4-dir/probe.json", true);
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("folder '/nonexistent-ds4-dir' does not exist"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("GB/s"), std::string::npos) << "probed before refusing:\n" << o.out;
+  const Out d = run("bench --probe --probe-mib 16 --probe-out /tmp", true);
+  EXPECT_EQ(d.code, 1) << d.out;
+  EXPECT_NE(d.out.find("expected a file path, found the directory"), std::string::npos) << d.out;
+}
+
 TEST(BenchCli, ProbeReportsHostBandwidth) {
   const fs::path out = ds4::test::scratch_dir("bench_probe") / "probe.json";
   const Out o = run("bench --probe --probe-mib 16 -o json --probe-out '" + out.string() + "'");
@@ -158,6 +168,8 @@ TEST(BenchCli, ProbeReportsHostBandwidth) {
   EXPECT_GT(j.at("host_read_GBps").get<double>(), 0.0);
   EXPECT_GT(j.at("host_memcpy_GBps").get<double>(), 0.0);
   EXPECT_EQ(j.at("buffer_MiB"), 16);
+  // No GPU on a CPU-only machine: the H2D list is empty and the reason is given.
+  if (j.at("h2d").empty()) EXPECT_TRUE(j.contains("gpus")) << j.dump();
   std::ifstream in(out);
   const json f = json::parse(in);
   EXPECT_EQ(f.at("buffer_MiB"), 16);
