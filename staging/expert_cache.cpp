@@ -152,6 +152,15 @@ void ExpertCache::begin_step(int layer, std::span<const int> experts) {
   end_step(layer);
   Layer& L = layers_[static_cast<size_t>(layer)];
   ++L.step;
+  if (!opt_.reuse_across_steps) {
+    // Step-scoped staging: nothing staged by an earlier step is served again (hot entries stay).
+    for (Entry& en : L.slots)
+      if (en.expert >= 0 && !en.hot) {
+        L.slot_of[static_cast<size_t>(en.expert)] = -1;
+        en.expert = -1;
+      }
+    L.bypass_expert = -1;
+  }
   // Slots the reservation may claim: the non-hot slots. Experts already resident keep theirs
   // (pass 1); the others get one while slots remain, the rest go through the bypass slot (pass 2).
   int budget = L.free_warm;

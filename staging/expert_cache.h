@@ -42,6 +42,10 @@ struct CacheOptions {
   int bounce_buffers = 2;                       // staging buffers (slot_bytes each) in the ring
   bool wait_on_acquire = true;                  // acquire() blocks until the slot's copy is done;
                                                 // false: the caller orders on ticket() instead
+  bool reuse_across_steps = true;               // false: begin_step forgets every non-hot entry of
+                                                // the layer (and its bypass slot), so an expert is
+                                                // copied again in every step that uses it (the
+                                                // planner's no-reuse staging assumption)
 };
 
 /// Copies slab (layer, expert) into `dst` (slot_bytes large): the copy engine.

@@ -96,4 +96,39 @@ struct StoreOptions;  // staging/store_options.h
 Result<std::unique_ptr<ExpertStore>> make_expert_store(ExpertTier tier, const gguf::GgufModel& model,
                                                        const StoreOptions& opts);
 
+/// Home of one routed expert in a plan-driven store: the staging view of a placement plan's tier
+/// (placement/plan.h; staging does not depend on placement). "Device" memory is host memory in a
+/// CPU build. Bytes are counted per get() of a projection (so once per (step, expert) at batch 1).
+enum class ExpertHome : uint8_t {
+  Resident,  ///< device-resident slab read in place: StagingCounters::bytes_resident_reads
+  Host,      ///< host slab copied into a device slot in every step that uses it: bytes_host_to_device
+  Cpu,       ///< host slab computed in place by the CPU: bytes_cpu_reads (+ cpu_reads_by_node)
+  Nvme,      ///< read from the file into a device slot in every step that uses it: bytes_nvme_to_device
+  NvmeCpu,   ///< read from the file into a host buffer, then computed by the CPU: bytes_nvme_to_cpu
+             ///< and bytes_cpu_reads
+};
+
+/// Per-expert homes of a plan-driven store. All vectors indexed [layer][expert] must match the
+/// model's expert tensors.
+struct MixedPlacement {
+  std::vector<std::vector<ExpertHome>> home;  ///< [layer][expert]
+  std::vector<std::vector<int>> node;         ///< [layer][expert] host node index (Host, Cpu); else ignored
+  std::vector<std::vector<bool>> pinned;      ///< [layer][expert] Host: page-lock its slab
+  std::vector<int> node_numa_id;              ///< [node index] NUMA node to bind slabs to; -1 unbound
+};
+
+/// Builds a store whose experts live where `p` says (see ExpertHome). Staged experts (Host, Nvme)
+/// go through an ExpertCache with reuse_across_steps = false and StoreOptions::cache_slots_per_layer
+/// slots per layer (0: 8): every step copies each staged expert it uses once, and nothing staged
+/// in one step is served to a later one (the planner's cost model assumes no cross-token reuse).
+/// Only the slabs of Resident, Host and Cpu experts occupy host memory. Counters are atomic;
+/// stores without Host/Nvme/NvmeCpu experts may be shared by rank threads, others may not.
+/// Errors: shape mismatch (naming layer and counts), a node index outside node_numa_id, and the
+/// errors of make_expert_store.
+Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,
+                                                             const StoreOptions& opts);
+
+/// "resident", "host", "cpu", "nvme", "nvme-cpu".
+const char* expert_home_name(ExpertHome h);
+
 }  // namespace ds4::staging

@@ -153,6 +153,7 @@ class TieredExpertStore final : public ExpertStore {
   int expert_count() const override { return L_.n_expert(); }
 
   Result<void> begin_step(int layer, std::span<const int> experts) override {
+    (tier_ == ExpertTier::Resident ? act_vram_ : tier_ == ExpertTier::Host ? act_host_ : act_nvme_) += experts.size();
     if (!cache_) return ok();
     if (layer < 0 || layer >= L_.n_layer())
       return Error{"expert store: begin_step layer " + std::to_string(layer) + " out of range"};
@@ -184,6 +185,9 @@ class TieredExpertStore final : public ExpertStore {
     c.bytes_resident_reads = resident_reads_;
     c.bytes_host_to_device = host_to_device_;
     c.bytes_nvme_to_device = nvme_to_device_;
+    c.act_vram = act_vram_;
+    c.act_host = act_host_;
+    c.act_nvme = act_nvme_;
     if (cache_) {
       const CacheStats& s = cache_->stats();
       c.cache_hits = s.hits;
@@ -228,6 +232,7 @@ class TieredExpertStore final : public ExpertStore {
   int last_layer_ = -1, last_expert_ = -1;
   const uint8_t* last_slab_ = nullptr;
   uint64_t resident_reads_ = 0, host_to_device_ = 0, nvme_to_device_ = 0;
+  uint64_t act_vram_ = 0, act_host_ = 0, act_nvme_ = 0;  // expert-steps (begin_step lists)
 };
 
 }  // namespace

@@ -18,6 +18,13 @@ std::string StagingCounters::summary() const {
                 format_bytes(bytes_resident_reads).c_str(), format_bytes(bytes_host_to_device).c_str(),
                 format_bytes(bytes_nvme_to_device).c_str());
   s += buf;
+  if (bytes_cpu_reads + bytes_nvme_to_cpu > 0 || act_vram + act_host + act_cpu + act_nvme > 0) {
+    std::snprintf(buf, sizeof buf, "\nexperts moved: cpu reads %s, nvme->cpu %s; expert-steps vram %llu, host %llu, cpu %llu, nvme %llu",
+                  format_bytes(bytes_cpu_reads).c_str(), format_bytes(bytes_nvme_to_cpu).c_str(),
+                  static_cast<unsigned long long>(act_vram), static_cast<unsigned long long>(act_host),
+                  static_cast<unsigned long long>(act_cpu), static_cast<unsigned long long>(act_nvme));
+    s += buf;
+  }
   const uint64_t n = cache_hits + cache_misses + cache_bypass;
   if (n > 0) {
     std::snprintf(buf, sizeof buf, "\nexpert cache: %llu hits, %llu misses, %llu bypass, %llu evictions (hit rate %.1f%%)",

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ds4::staging {
 
@@ -25,7 +26,7 @@ struct ReaderCounters {
 
 /// Summary of an ExpertStore's staging activity (ExpertStore::counters()).
 struct StagingCounters {
-  std::string tier;                 // "mmap", "resident", "host", "nvme"
+  std::string tier;                 // "mmap", "resident", "host", "nvme", "plan"
   uint64_t slab_bytes = 0;          // bytes of all repacked expert slabs held by the store
   uint64_t pinned_bytes = 0;        // of which pinned (mlock / cudaHostRegister)
   uint64_t pageable_bytes = 0;      // of which pageable
@@ -33,6 +34,14 @@ struct StagingCounters {
   uint64_t bytes_resident_reads = 0;// bytes served straight from resident/host slabs (no copy)
   uint64_t bytes_host_to_device = 0;// bytes copied host slab -> device cache slot
   uint64_t bytes_nvme_to_device = 0;// bytes read from the file into device cache slots
+  // Per-tier traffic of the plan-driven mixed store (make_mixed_expert_store); the single-tier
+  // stores fill the fields of their tier. "Device" is host memory in a CPU build.
+  uint64_t bytes_cpu_reads = 0;     // bytes of CPU-computed experts read by the cores (host slabs,
+                                    // or the host buffer an NVMe-then-CPU expert was read into)
+  uint64_t bytes_nvme_to_cpu = 0;   // bytes read from the file into a host buffer for CPU compute
+  std::vector<uint64_t> cpu_reads_by_node;  // bytes_cpu_reads split by the plan's node index
+  // Expert-steps per tier: one per (step, expert) the step uses (= activations at batch 1, decode).
+  uint64_t act_vram = 0, act_host = 0, act_cpu = 0, act_nvme = 0;
   uint64_t cache_hits = 0, cache_misses = 0, cache_bypass = 0, cache_evictions = 0;
   bool has_reader = false;
   ReaderCounters reader;

@@ -1,0 +1,291 @@
+// staging/expert_store_mixed.cpp — make_mixed_expert_store: every routed expert where a placement
+// plan puts it (ExpertHome in expert_store.h), with bytes counted per tier.
+//
+// Host memory: one region per (layer, class, node) holding the slabs of that layer's experts of
+// one class (resident / host pinned / host pageable / cpu) on one node, bound to the node's NUMA
+// id; NVMe experts take no host memory. Staged experts (Host, Nvme) are copied into a step-scoped
+// ExpertCache (reuse_across_steps = false): like the planner's cost model, which budgets staging
+// slots for one step (2 layers x top_k) and charges every activation of a staged expert its full
+// bytes, nothing staged for one token is served to the next. NvmeCpu experts are read into one
+// host scratch slab per step and expert.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "gguf/gguf_file.h"
+#include "staging/expert_slabs.h"
+#include "staging/expert_store.h"
+#include "staging/store_options.h"
+
+namespace ds4::staging {
+
+const char* expert_home_name(ExpertHome h) {
+  switch (h) {
+    case ExpertHome::Resident: return "resident";
+    case ExpertHome::Host: return "host";
+    case ExpertHome::Cpu: return "cpu";
+    case ExpertHome::Nvme: return "nvme";
+    case ExpertHome::NvmeCpu: return "nvme-cpu";
+  }
+  return "?";
+}
+
+namespace {
+
+enum SlabClass { kResident = 0, kHostPinned = 1, kHostPageable = 2, kCpu = 3 };
+
+struct Counter {
+  std::atomic<uint64_t> v{0};
+  void add(uint64_t x) { v.fetch_add(x, std::memory_order_relaxed); }
+  uint64_t get() const { return v.load(std::memory_order_relaxed); }
+};
+
+class MixedExpertStore final : public ExpertStore {
+ public:
+  MixedExpertStore(MixedPlacement p, ExpertLayout layout) : p_(std::move(p)), L_(std::move(layout)) {}
+
+  Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
+    const int NL = L_.n_layer(), NE = L_.n_expert();
+    if (int(p_.home.size()) != NL || int(p_.node.size()) != NL || int(p_.pinned.size()) != NL)
+      return Error{"plan-driven expert store: expected placements for " + std::to_string(NL) + " layers, found " +
+                   std::to_string(p_.home.size())};
+    const int n_nodes = int(p_.node_numa_id.size());
+    cpu_by_node_ = std::vector<Counter>(size_t(std::max(n_nodes, 1)));
+    slab_of_.assign(size_t(NL), std::vector<const uint8_t*>(size_t(NE), nullptr));
+    bool staged = false, nvme = false;
+    for (int l = 0; l < NL; ++l) {
+      if (int(p_.home[size_t(l)].size()) != NE || int(p_.node[size_t(l)].size()) != NE ||
+          int(p_.pinned[size_t(l)].size()) != NE)
+        return Error{"plan-driven expert store: layer " + std::to_string(l) + ": expected " + std::to_string(NE) +
+                     " experts (the model's), found " + std::to_string(p_.home[size_t(l)].size())};
+      uint64_t b = 0;
+      for (const SlabSource& s : L_.sources(l, 0)) b += s.bytes;
+      data_bytes_.push_back(b);
+      // Group this layer's host-backed experts by (class, node).
+      std::map<std::pair<int, int>, std::vector<int>> groups;
+      for (int e = 0; e < NE; ++e) {
+        const ExpertHome h = p_.home[size_t(l)][size_t(e)];
+        const int node = p_.node[size_t(l)][size_t(e)];
+        staged = staged || h == ExpertHome::Host || h == ExpertHome::Nvme;
+        nvme = nvme || h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu;
+        if (h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu) continue;
+        if (h != ExpertHome::Resident && (node < 0 || node >= n_nodes))
+          return Error{"plan-driven expert store: layer " + std::to_string(l) + " expert " + std::to_string(e) +
+                       ": node index " + std::to_string(node) + ", expected 0.." + std::to_string(n_nodes - 1)};
+        const int cls = h == ExpertHome::Resident ? kResident
+                        : h == ExpertHome::Cpu    ? kCpu
+                        : p_.pinned[size_t(l)][size_t(e)] ? kHostPinned
+                                                          : kHostPageable;
+        groups[{cls, cls == kResident ? -1 : node}].push_back(e);
+      }
+      const uint64_t sb = L_.slab_bytes(l);
+      for (const auto& [key, experts] : groups) {
+        const int numa = key.second >= 0 ? p_.node_numa_id[size_t(key.second)] : -1;
+        DS4_TRY(HostRegion r, HostRegion::allocate(sb * experts.size(), numa < numa_node_count() ? numa : -1));
+        std::vector<uint64_t> offs;
+        for (size_t i = 0; i < experts.size(); ++i) {
+          uint8_t* dst = r.data() + i * sb;
+          for (const SlabSource& s : L_.sources(l, experts[i])) {
+            if (!s.mapped) return Error{"plan-driven expert store: layer " + std::to_string(l) + ": model file is not mapped"};
+            std::memcpy(dst + s.slab_offset, s.mapped, s.bytes);
+          }
+          slab_of_[size_t(l)][size_t(experts[i])] = dst;
+          offs.push_back(i * sb);
+        }
+        if (key.first == kHostPinned && o.pin) {
+          PinOps ops = o.pin_ops.pin ? o.pin_ops : default_pin_ops();
+          if (Result<void> pr = r.pin(offs, o.max_pin_chunk, ops); !pr && pin_error_.empty())
+            pin_error_ = pr.error().message;
+        }
+        (r.pinned() ? pinned_ : pageable_) += r.bytes();
+        regions_.push_back(std::move(r));
+      }
+    }
+    if (!pin_error_.empty()) {
+      pin_error_ = "ds4 staging: plan: pinning host experts failed, they stay pageable: " + pin_error_;
+      if (o.print_fallback) std::fprintf(stderr, "%s\n", pin_error_.c_str());
+    }
+    if (nvme) {
+      std::vector<std::string> paths;
+      for (const gguf::Shard& s : model.shards()) paths.push_back(s.path);
+      ReaderOptions ro = o.reader;
+      apply_reader_env(&ro);
+      DS4_TRY(reader_, NvmeReader::open(paths, ro));
+      scratch_.assign(L_.max_slab_bytes(), 0);
+    }
+    step_.assign(size_t(NL), 0);
+    if (!staged) return ok();
+    CacheOptions co;
+    co.n_layer = NL;
+    co.n_expert = NE;
+    co.slots_per_layer = o.cache_slots_per_layer > 0 ? std::min(o.cache_slots_per_layer, NE) : std::min(NE, 8);
+    co.slot_bytes = L_.max_slab_bytes();
+    co.policy = o.policy;
+    co.decay = o.decay;
+    co.reuse_across_steps = false;
+    DS4_TRY(cache_, ExpertCache::create(co, [this](int l, int e, uint8_t* dst) { return load(l, e, dst); }));
+    return ok();
+  }
+
+  Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) override {
+    if (layer < 0 || layer >= L_.n_layer())
+      return Error{"expert store: layer " + std::to_string(layer) + " out of range [0, " + std::to_string(L_.n_layer()) + ")"};
+    if (expert < 0 || expert >= L_.n_expert())
+      return Error{"expert store: expert " + std::to_string(expert) + " out of range [0, " + std::to_string(L_.n_expert()) + ")"};
+    const ExpertHome h = p_.home[size_t(layer)][size_t(expert)];
+    const uint8_t* slab = nullptr;
+    switch (h) {
+      case ExpertHome::Resident:
+      case ExpertHome::Cpu:
+        slab = slab_of_[size_t(layer)][size_t(expert)];
+        break;
+      case ExpertHome::Host:
+      case ExpertHome::Nvme:
+        if (last_layer_ == layer && last_expert_ == expert && last_step_ == step_[size_t(layer)]) {
+          slab = last_slab_;
+        } else {
+          DS4_TRY(slab, cache_->acquire(layer, expert));
+          last_layer_ = layer;
+          last_expert_ = expert;
+          last_step_ = step_[size_t(layer)];
+          last_slab_ = slab;
+        }
+        break;
+      case ExpertHome::NvmeCpu:
+        if (!(scratch_layer_ == layer && scratch_expert_ == expert && scratch_step_ == step_[size_t(layer)])) {
+          scratch_layer_ = -1;
+          DS4_TRY_VOID(read_file(layer, expert, scratch_.data()));
+          nvme_to_cpu_.add(data_bytes_[size_t(layer)]);
+          scratch_layer_ = layer;
+          scratch_expert_ = expert;
+          scratch_step_ = step_[size_t(layer)];
+        }
+        slab = scratch_.data();
+        break;
+    }
+    dev::WeightMatrix w = L_.matrix(slab, layer, proj, 0);
+    const uint64_t bytes = static_cast<uint64_t>(w.out) * w.row_bytes;
+    if (h == ExpertHome::Resident) resident_reads_.add(bytes);
+    if (h == ExpertHome::Cpu || h == ExpertHome::NvmeCpu) {
+      cpu_reads_.add(bytes);
+      const int node = h == ExpertHome::Cpu ? p_.node[size_t(layer)][size_t(expert)] : 0;
+      cpu_by_node_[size_t(node)].add(bytes);
+    }
+    return w;
+  }
+
+  int expert_count() const override { return L_.n_expert(); }
+
+  Result<void> begin_step(int layer, std::span<const int> experts) override {
+    if (layer < 0 || layer >= L_.n_layer())
+      return Error{"expert store: begin_step layer " + std::to_string(layer) + " out of range"};
+    std::vector<int> staged;
+    for (int e : experts) {
+      if (e < 0 || e >= L_.n_expert())
+        return Error{"expert store: begin_step expert " + std::to_string(e) + " out of range"};
+      switch (p_.home[size_t(layer)][size_t(e)]) {
+        case ExpertHome::Resident: act_[0].add(1); break;
+        case ExpertHome::Host: act_[1].add(1); staged.push_back(e); break;
+        case ExpertHome::Cpu: act_[2].add(1); break;
+        case ExpertHome::Nvme: act_[3].add(1); staged.push_back(e); break;
+        case ExpertHome::NvmeCpu: act_[3].add(1); break;
+      }
+    }
+    if (!cache_ && !reader_) return ok();  // rank threads may share a store of Resident/Cpu experts
+    ++step_[size_t(layer)];
+    if (cache_) cache_->begin_step(layer, staged);
+    return ok();
+  }
+  void end_step(int layer) override {
+    if (cache_ && layer >= 0 && layer < L_.n_layer()) cache_->end_step(layer);
+  }
+
+  StagingCounters counters() const override {
+    StagingCounters c;
+    c.tier = "plan";
+    c.slab_bytes = pinned_ + pageable_;
+    c.pinned_bytes = pinned_;
+    c.pageable_bytes = pageable_;
+    c.host_policy = pin_error_;
+    c.bytes_resident_reads = resident_reads_.get();
+    c.bytes_host_to_device = host_to_device_.get();
+    c.bytes_nvme_to_device = nvme_to_device_.get();
+    c.bytes_cpu_reads = cpu_reads_.get();
+    c.bytes_nvme_to_cpu = nvme_to_cpu_.get();
+    for (const Counter& n : cpu_by_node_) c.cpu_reads_by_node.push_back(n.get());
+    c.act_vram = act_[0].get();
+    c.act_host = act_[1].get();
+    c.act_cpu = act_[2].get();
+    c.act_nvme = act_[3].get();
+    if (cache_) {
+      const CacheStats& s = cache_->stats();
+      c.cache_hits = s.hits;
+      c.cache_misses = s.misses;
+      c.cache_bypass = s.bypass;
+      c.cache_evictions = s.evictions;
+    }
+    if (reader_) {
+      c.has_reader = true;
+      c.reader = reader_->counters();
+    }
+    return c;
+  }
+
+ private:
+  Result<void> read_file(int layer, int expert, uint8_t* dst) {
+    std::vector<ReadRequest> reqs;
+    std::vector<uint8_t*> dsts;
+    for (const SlabSource& s : L_.sources(layer, expert)) {
+      reqs.push_back({s.shard, s.file_offset, s.bytes});
+      dsts.push_back(dst + s.slab_offset);
+    }
+    return reader_->read_into(reqs, dsts);
+  }
+
+  /// The cache's copy engine input: host slab (Host) or file (Nvme) -> staging buffer.
+  Result<void> load(int layer, int expert, uint8_t* dst) {
+    if (p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host) {
+      std::memcpy(dst, slab_of_[size_t(layer)][size_t(expert)], L_.slab_bytes(layer));
+      host_to_device_.add(data_bytes_[size_t(layer)]);
+      return ok();
+    }
+    DS4_TRY_VOID(read_file(layer, expert, dst));
+    nvme_to_device_.add(data_bytes_[size_t(layer)]);
+    return ok();
+  }
+
+  MixedPlacement p_;
+  ExpertLayout L_;
+  std::vector<uint64_t> data_bytes_;                 // [layer] bytes of real data per slab
+  std::vector<std::vector<const uint8_t*>> slab_of_; // [layer][expert] host slab (Resident/Host/Cpu)
+  std::vector<HostRegion> regions_;
+  uint64_t pinned_ = 0, pageable_ = 0;
+  std::string pin_error_;
+  std::unique_ptr<NvmeReader> reader_;
+  std::unique_ptr<ExpertCache> cache_;
+  std::vector<uint64_t> step_;                       // [layer] steps begun (staged/scratch validity)
+  std::vector<uint8_t> scratch_;                     // NvmeCpu host buffer
+  int scratch_layer_ = -1, scratch_expert_ = -1;
+  uint64_t scratch_step_ = 0;
+  int last_layer_ = -1, last_expert_ = -1;
+  uint64_t last_step_ = 0;
+  const uint8_t* last_slab_ = nullptr;
+  Counter resident_reads_, host_to_device_, nvme_to_device_, cpu_reads_, nvme_to_cpu_;
+  Counter act_[4];                                   // vram, host, cpu, nvme
+  std::vector<Counter> cpu_by_node_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,
+                                                             const StoreOptions& opts) {
+  DS4_TRY(ExpertLayout layout, ExpertLayout::from_gguf(model, 1, opts.slab_align));
+  auto s = std::make_unique<MixedExpertStore>(p, std::move(layout));
+  DS4_TRY_VOID(s->init(model, opts));
+  std::unique_ptr<ExpertStore> out = std::move(s);
+  return out;
+}
+
+}  // namespace ds4::staging
