@@ -266,6 +266,7 @@ Prediction CostModel::predict(const Plan& plan) const {
   const ModelSizes& sz = *in_.sizes;
   const int R = ranks_, L = in_.shape->n_layers;
   Prediction pr;
+  pr.vram_bytes_per_token.assign(size_t(R), 0);
   pr.link_bytes_per_token.assign(size_t(R), 0);
   pr.cpu_bytes_per_token.assign(hw.nodes.size(), 0);
   double cpu_dense_bps = 0;  // CPU-only machines: dense weights read at the nodes' default rate
@@ -293,7 +294,10 @@ Prediction CostModel::predict(const Plan& plan) const {
       else if (pl.tier == Tier::Cpu) pr.share_cpu += pe;
       else pr.share_nvme += pe;
       if (pl.tier == Tier::Nvme) pr.nvme_bytes_per_token += pe * b;
-      if (pl.tier == Tier::Vram) continue;
+      if (pl.tier == Tier::Vram) {
+        pr.vram_bytes_per_token[size_t(pl.owner)] += pe * b;
+        continue;
+      }
       if (on_cpu) {
         const int ni = pl.tier == Tier::Cpu ? pl.node : (pl.owner >= 0 ? gpu_node_[size_t(pl.owner)] : 0);
         pr.cpu_bytes_per_token[size_t(ni)] += pe * b;

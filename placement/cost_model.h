@@ -74,6 +74,7 @@ struct Prediction {
   double sync_s = 0;         ///< per step: all-reduces + layer overheads
   double prefill_chunk_s = 0;
   double prefill_tok_s = 0;
+  std::vector<double> vram_bytes_per_token;  ///< [gpu] expected resident expert bytes read per decode token
   std::vector<double> link_bytes_per_token;  ///< [gpu] expected H2D bytes per decode token
   std::vector<double> cpu_bytes_per_token;   ///< [node index] expected CPU-read expert bytes
   double nvme_bytes_per_token = 0;

@@ -61,6 +61,8 @@ struct NodeBudget {
 /// A complete plan for one model, quant mix, machine and context.
 struct Plan {
   std::string policy;                 ///< "planner", "pocketllm-like", "frequency-greedy", "all-cpu"
+  std::string rule;                   ///< placement rule that produced it: the policy itself, or for
+                                      ///< "planner" the baseline it kept when that predicted faster
   int n_layers = 0;
   int n_experts = 0;
   int ranks = 0;                      ///< GPUs (TP ranks); 0 = CPU only

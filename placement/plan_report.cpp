@@ -51,6 +51,7 @@ nlohmann::json prediction_json(const Prediction& pr) {
           {"dense_ms", pr.dense_s * 1e3},          {"moe_ms", pr.moe_s * 1e3},
           {"sync_ms", pr.sync_s * 1e3},            {"prefill_tok_s", pr.prefill_tok_s},
           {"prefill_chunk_ms", pr.prefill_chunk_s * 1e3},
+          {"vram_bytes_per_token", pr.vram_bytes_per_token},
           {"link_bytes_per_token", pr.link_bytes_per_token},
           {"cpu_bytes_per_token", pr.cpu_bytes_per_token},
           {"nvme_bytes_per_token", pr.nvme_bytes_per_token},
@@ -102,6 +103,8 @@ std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const st
   const char* label[4] = {"vram (resident)", "host (staged)", "cpu (computed)", "nvme (streamed)"};
   for (int t = 0; t < 4; ++t)
     o += fmt("  %-24s %8d %8.2f   %5.1f%%\n", label[t], tc[size_t(t)].n, gib(tc[size_t(t)].bytes), 100 * share[t]);
+  if (!p.rule.empty() && p.rule != p.policy)
+    o += fmt("  placement rule: %s (the planner keeps a baseline's placement when it predicts faster)\n", p.rule.c_str());
   int split_layers = 0;
   for (auto m : p.mode) split_layers += m == StageMode::Split;
   o += fmt("  staging mode: %d layers split across ranks, %d layers whole-expert by owner\n", split_layers,
@@ -161,6 +164,7 @@ std::string plan_to_json(const CostModel& cm, const PlanOptions& opt, const Plan
   j["format"] = "ds4-placement-plan";
   j["version"] = 1;
   j["policy"] = p.policy;
+  j["rule"] = p.rule.empty() ? p.policy : p.rule;
   j["model"] = {{"name", in.shape->name}, {"n_layers", in.shape->n_layers}, {"n_experts", in.shape->n_experts},
                 {"top_k", in.shape->top_k}, {"total_bytes", in.sizes->total_bytes},
                 {"routed_bytes", in.sizes->routed_bytes}};

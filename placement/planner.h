@@ -29,11 +29,15 @@
 // memlock binding and NVMe faster than pageable H2D, an NVMe expert promoted to pageable host
 // memory may copy more slowly; the tests keep NVMe no faster than pageable copies.
 //
+//  6. The planner then builds the three baselines below on the same inputs and keeps whichever
+//     of the four predicts the fastest decode step (ties keep its own); Plan::rule names the
+//     winner and a note gives both step times. Each candidate is non-increasing in the VRAM
+//     budget, so the minimum is too, and the planner never predicts slower than a baseline.
 // Baselines (same budgets and cost model):
 //  pocketllm-like   contiguous-id ownership (E/R per rank), nothing resident, every active expert
 //                   fetched whole by its owner from host memory (PocketLLM's GGUF path).
 //  frequency-greedy contiguous-id ownership; hottest experts resident on their owner while it has
-//                   room; the rest fetched whole by the owner.
+//                   room (prefix rule, as step 3); the rest fetched whole by the owner.
 //  all-cpu          every routed expert computed on the CPU (dense work on the GPUs).
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "placement/plan_file.h"
 #include "placement/plan_report.h"
 #include "tests/support/test_env.h"
 
@@ -70,6 +71,56 @@ TEST(PlanFile, RoundTripOnTheRealModel) {
   auto own = load_plan((dir / "owner.json").string(), 43, 256, 4, 2);
   ASSERT_FALSE(own.ok());
   EXPECT_NE(own.error().message.find("owner: expected 0..3, found 9"), std::string::npos) << own.error().message;
+}
+
+TEST(PlanFile, EngineReaderChecksTheModelAndCarriesThePrediction) {
+  Real r;
+  CostModel cm(r.in());
+  PlanOptions opt;
+  auto plan = make_plan(cm, opt, Policy::Planner);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const Prediction pr = cm.predict(plan.value());
+  auto dir = test::scratch_dir("placement_plan_file_reader");
+  const auto path = (dir / "plan.json").string();
+  std::ofstream(path) << plan_to_json(cm, opt, {plan.value(), pr}, {});
+  auto f = read_plan_file(path, 43, 256, 6);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->plan.ranks, 4);
+  ASSERT_EQ(f->expert_bytes.size(), 43u);
+  EXPECT_EQ(f->expert_bytes[0], r.sizes.expert_bytes[0]);
+  ASSERT_EQ(f->predicted.vram.size(), 4u);
+  EXPECT_DOUBLE_EQ(f->predicted.vram[1], pr.vram_bytes_per_token[1]);
+  EXPECT_DOUBLE_EQ(f->predicted.nvme, pr.nvme_bytes_per_token);
+  // Predicted bytes add up to one token's expected expert bytes over all tiers.
+  double expect = 0;
+  for (int l = 0; l < 43; ++l) expect += 6.0 * double(r.sizes.expert_bytes[size_t(l)]);
+  const double vram = f->predicted.vram_total(), link = f->predicted.link_total(), cpu = f->predicted.cpu_total();
+  // Every activation lands in exactly one of vram, link, cpu (NVMe is counted in addition).
+  EXPECT_NEAR(vram + link + cpu, expect, 1e-6 * expect);
+  // Exact bookkeeping of a routing by hand: one token, layer 0, the first three experts.
+  std::vector<std::vector<std::vector<int32_t>>> routes(43);
+  routes[0] = {{0, 1, 2}};
+  const TierBytes tb = plan_bytes_for_routing(f->plan, f->expert_bytes, 2, {0, 0, 1, 1}, routes);
+  double nvme = 0;
+  for (int e = 0; e < 3; ++e)
+    if (f->plan.experts[0][size_t(e)].tier == Tier::Nvme) nvme += double(f->expert_bytes[0]);
+  EXPECT_DOUBLE_EQ(tb.nvme, nvme);
+  EXPECT_NEAR(tb.vram_total() + tb.cpu_total() + tb.link_total(), 3.0 * double(f->expert_bytes[0]), 1e-6);
+  // A plan for another model is refused with both shapes in the message.
+  auto bad = read_plan_file(path, 6, 16, 4);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("43 layers x 256 experts"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("6 x 16"), std::string::npos) << bad.error().message;
+  // A tier string of the wrong length names the layer, expected and found.
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+  j["layers"][5]["tier"] = "VV";
+  const auto path2 = (dir / "short.json").string();
+  std::ofstream(path2) << j.dump();
+  auto bad2 = read_plan_file(path2, 43, 256, 6);
+  ASSERT_FALSE(bad2.ok());
+  EXPECT_NE(bad2.error().message.find("layers[5].tier: expected 256 characters (one per expert), found 2"),
+            std::string::npos)
+      << bad2.error().message;
 }
 
 }  // namespace

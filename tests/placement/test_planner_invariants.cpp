@@ -267,6 +267,33 @@ TEST(PlannerInvariants, VramSweepIsMonotone) {
   }
 }
 
+TEST(PlannerInvariants, NeverSlowerThanABaseline) {
+  // On every generated machine the planner's predicted decode step is <= each baseline's, and
+  // when it keeps a baseline's placement the plan names that rule.
+  int compared = 0, kept_baseline = 0;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    auto c = make_case(seed);
+    SCOPED_TRACE(c->label);
+    CostModel cm(inputs(*c, c->hw));
+    auto planner = make_plan(cm, c->opt, Policy::Planner);
+    if (!planner.ok()) continue;
+    const double t = cm.predict(planner.value()).decode_step_s;
+    EXPECT_EQ(planner->policy, "planner");
+    for (Policy b : {Policy::PocketLlm, Policy::FrequencyGreedy, Policy::AllCpu}) {
+      auto base = make_plan(cm, c->opt, b);
+      ASSERT_TRUE(base.ok()) << base.error().message;
+      const double tb = cm.predict(base.value()).decode_step_s;
+      EXPECT_LE(t, tb) << policy_name(b);
+      if (planner->rule == policy_name(b)) EXPECT_EQ(t, tb) << policy_name(b);
+      ++compared;
+    }
+    kept_baseline += planner->rule != "planner";
+  }
+  EXPECT_GT(compared, 200);
+  std::printf("planner vs baselines: %d comparisons, baseline placement kept on %d machines\n", compared,
+              kept_baseline);
+}
+
 TEST(PlannerErrors, DenseDoesNotFitNamesTheGpu) {
   auto c = make_case(99);
   HwProfile hw = c->hw;
