@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "engine/dsv4_model.h"
+#include "placement/plan_file.h"
 #include "staging/expert_store.h"
 #include "staging/store_options.h"
 
@@ -33,6 +34,66 @@ Result<TokenizerVocab> tokenizer_vocab_from_gguf(const gguf::Metadata& meta) {
   return v;
 }
 
+namespace {
+
+/// What --plan changes in a model being opened: the expert store and (tp > 1) the owners.
+struct PlanSetup {
+  staging::MixedPlacement placement;
+  ExpertPlacement owners;  // empty: keep ModelOptions::expert_placement
+};
+
+/// Reads the plan file of `o` for model `c` (`path` names the model in errors) and checks it
+/// against the options (see ModelOptions::expert_plan).
+Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, const ModelConfig& c) {
+  const std::string& f = o.expert_plan;
+  if (!o.experts_tier.empty())
+    return Error{path + ": expert plan " + f + " and --experts-tier " + o.experts_tier + ": expected one of them"};
+  DS4_TRY(placement::PlanFile pf, placement::read_plan_file(f, c.n_layer, c.n_expert, c.n_expert_used));
+  const placement::Plan& p = pf.plan;
+  if (p.ranks != 0 && p.ranks != o.tp)
+    return Error{f + ": the plan places experts on " + std::to_string(p.ranks) + " GPU ranks; expected --tp " +
+                 std::to_string(p.ranks) + ", found --tp " + std::to_string(o.tp)};
+  PlanSetup out;
+  staging::MixedPlacement& mp = out.placement;
+  bool staged = false;
+  for (int l = 0; l < p.n_layers; ++l) {
+    std::vector<staging::ExpertHome> home;
+    std::vector<int> node;
+    std::vector<bool> pinned;
+    for (const placement::ExpertPlacement& e : p.experts[size_t(l)]) {
+      using placement::Tier;
+      using H = staging::ExpertHome;
+      const H h = e.tier == Tier::Vram ? H::Resident
+                  : e.tier == Tier::Host ? H::Host
+                  : e.tier == Tier::Cpu  ? H::Cpu
+                  : e.cpu_compute        ? H::NvmeCpu
+                                         : H::Nvme;
+      staged = staged || (h != H::Resident && h != H::Cpu);
+      home.push_back(h);
+      node.push_back(e.node);
+      pinned.push_back(e.pinned);
+    }
+    mp.home.push_back(std::move(home));
+    mp.node.push_back(std::move(node));
+    mp.pinned.push_back(std::move(pinned));
+  }
+  mp.node_numa_id = pf.node_ids;
+  if (staged && o.tp != 1)
+    return Error{f + ": the plan stages experts from host memory or NVMe, which needs --tp 1 (staged tiers are not "
+                 "yet shared between rank threads), found --tp " + std::to_string(o.tp)};
+  if (p.ranks == o.tp && o.tp > 1) {
+    if (!o.expert_placement.empty())
+      return Error{f + ": the plan sets the expert owners; expected no separate expert placement map"};
+    ExpertPlacement owners(size_t(p.n_layers));
+    for (int l = 0; l < p.n_layers; ++l)
+      for (const placement::ExpertPlacement& e : p.experts[size_t(l)]) owners[size_t(l)].push_back(e.owner);
+    out.owners = std::move(owners);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, const ModelOptions& opts) {
   DS4_TRY(gguf::GgufModel file, gguf::GgufModel::open(path));
   std::shared_ptr<Dsv4Model> m(new Dsv4Model(std::move(file)));
@@ -48,6 +109,16 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
     DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
   }
+  if (!opts.expert_plan.empty()) {
+    DS4_TRY(PlanSetup ps, plan_setup(path, opts, m->config_));
+    if (!ps.owners.empty()) m->opts_.expert_placement = std::move(ps.owners);
+    staging::StoreOptions so;
+    // Staging slots: one step of one layer (top_k). The planner budgets 2 layers x top_k on the
+    // GPU (a double buffer); layers run one after another here, and step-scoped slots move the
+    // same bytes either way (no reuse across tokens, as the plan assumes).
+    so.cache_slots_per_layer = m->config_.n_expert_used;
+    DS4_TRY(m->weights_.experts, staging::make_mixed_expert_store(ps.placement, m->file_, so));
+  }
   DS4_TRY(TokenizerVocab vocab, tokenizer_vocab_from_gguf(m->file_.metadata()));
   if (!vocab.tokens.empty()) {
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
@@ -61,7 +132,7 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (R != 1 && R != 2 && R != 4 && R != 8)
     return Error{path + ": tensor parallelism: tp=" + std::to_string(R) + ": expected 1, 2, 4 or 8"};
   for (int r = 0; r < R; ++r) {
-    auto sh = make_tp_shard(m->config_, m->weights_, r, R, opts.expert_placement);
+    auto sh = make_tp_shard(m->config_, m->weights_, r, R, m->opts_.expert_placement);
     if (!sh.ok()) return Error{path + ": " + sh.error().message};
     m->shards_.push_back(std::move(*sh));
     DS4_TRY(RankWeightBytes b, rank_weight_bytes(m->config_, m->weights_, m->shards_.back()));

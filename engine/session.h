@@ -40,6 +40,13 @@ struct ModelOptions {
   /// planner's plan drives placement). Only with tp = 1 for now (the caching stores are not
   /// shared between rank threads).
   std::string experts_tier;
+  /// Placement plan file (`ds4-offload plan --json`, placement/plan_report.h): every routed expert
+  /// where the plan puts it (staging::make_mixed_expert_store: vram -> resident slab, host ->
+  /// staged per step, cpu -> computed from a host slab, nvme -> read per step). Exclusive with
+  /// experts_tier. The plan's GPU count must equal tp (a CPU-only plan, 0 GPUs, runs at any tp);
+  /// with tp > 1 the owners come from the plan, and a plan that stages experts (host/nvme)
+  /// needs tp = 1.
+  std::string expert_plan;
 };
 
 /// Memory one tensor-parallel rank holds (bytes).

@@ -71,6 +71,8 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.threads = a.threads;
   mo.tp = a.tp;
   mo.experts_tier = a.experts_tier;
+  mo.expert_plan = a.plan;
+  if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
   DS4_TRY(std::shared_ptr<Model> m, Model::load(a.model, mo));
   const ModelConfig& c = m->config();
@@ -106,6 +108,12 @@ void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier) {
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
                   "read from the GGUF mapping)");
+}
+
+void add_plan_option(CLI::App* s, ModelArgs& a) {
+  s->add_option("--plan", a.plan,
+                "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
+                "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
 }
 
 uint64_t peak_rss_bytes() {

@@ -35,6 +35,7 @@ struct ModelArgs {
   int threads = 0;                  // 0 = all hardware threads
   int tp = 1;                       // tensor-parallel ranks (1, 2, 4, 8)
   std::string experts_tier;         // "" (GGUF mapping), resident, host, nvme
+  std::string plan;                 // placement plan file (ModelOptions::expert_plan); "" = none
 };
 
 /// Error when `output` (given with option `option`) names the same file as one of `inputs`:
@@ -45,6 +46,10 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
 
 /// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
 void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
+
+/// Adds --plan FILE bound to `a.plan` to subcommand `s`: routed experts where a `plan --json`
+/// file puts them (ModelOptions::expert_plan).
+void add_plan_option(CLI::App* s, ModelArgs& a);
 
 /// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
 /// default and effective --activations. Errors: missing file, bad --activations or threads, and

@@ -4,6 +4,20 @@
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
 //   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--write-profile F]
 //
+//                    [--emulate-gpu-kib N] [--host-cap-kib N]
+//
+// --emulate-gpu-kib N adds ONE EMULATED GPU to the profile (probed or --hw) whose room for
+// resident experts is N KiB after the planner's usual VRAM deductions. Its "VRAM" is host memory
+// and its "H2D link" is a host memcpy: h2d_gbps = the profile's pageable_h2d_gbps (the probed
+// memcpy rate), vram_gbps = node 0's read rate, kernel_efficiency = node 0's CPU expert rate for
+// the model's layer-0 gate/up type / read rate (resident experts are computed by the same cores), tflops = cpu_gflops / 1000.
+// --host-cap-kib N caps the host memory each NUMA node offers to experts at N KiB (host.reserved
+// ignored), so the rest is streamed from NVMe. Why: on a machine without GPUs a probed profile
+// gives an all-CPU/NVMe plan; these two options make the planner use every tier (vram, host,
+// cpu, nvme) with rates measured here, so that `run --plan` on a CPU build (where device memory
+// is host memory and staging is a memcpy) can check the plan's bytes per tier. The predicted
+// times of such a plan describe the emulation, not a real GPU.
+//
 // --probe measures this machine (placement/hw_probe.h: per-node read/memcpy, NVMe file read through
 // the staging reader) and uses the measured profile instead of --hw; alone it prints the results.
 //
@@ -11,12 +25,14 @@
 // Without --hw the machine is discovered with hwloc (placement/topology.h); bandwidths that
 // discovery cannot know are estimates and the report says so. With -m, shape, tensor types and
 // byte sizes come from the GGUF header (placement/gguf_sizes.h) and --quant-mix is not used.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
+#include "kernels/quant/ggml_type.h"
 #include "placement/gguf_sizes.h"
 #include "placement/hw_probe.h"
 #include "placement/hw_profile.h"
@@ -52,6 +68,8 @@ struct PlanArgs {
   std::string probe_dir = ".";
   int64_t probe_mem_mib = 256;
   int64_t probe_nvme_mib = 256;
+  int64_t emulate_gpu_kib = -1;
+  int64_t host_cap_kib = -1;
 };
 PlanArgs args;
 
@@ -89,6 +107,14 @@ CLI::App* setup(CLI::App& app) {
       ->default_val(args.probe_mem_mib)->check(CLI::Range(int64_t(16), int64_t(1) << 20));
   s->add_option("--probe-nvme-mib", args.probe_nvme_mib, "NVMe probe file size (MiB; 0 = skip)")
       ->default_val(args.probe_nvme_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  s->add_option("--emulate-gpu-kib", args.emulate_gpu_kib,
+                "Add one EMULATED GPU (VRAM = host memory, H2D = probed memcpy rate) with this much room for "
+                "resident experts (KiB); for checking plans on a machine without GPUs")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  s->add_option("--host-cap-kib", args.host_cap_kib,
+                "Cap the host memory each NUMA node offers to experts (KiB; host.reserved ignored); the rest "
+                "is read from NVMe")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   return s;
 }
 
@@ -96,6 +122,8 @@ int fail(const std::string& msg) {
   std::fprintf(stderr, "ds4-offload plan: error: %s\n", msg.c_str());
   return 1;
 }
+
+std::string fmt_cap(int64_t kib) { return "; host memory for experts capped at " + std::to_string(kib) + " KiB per node"; }
 
 int run() {
   if (!args.dry_run && args.json.empty() && args.write_profile.empty() && !args.probe)
@@ -184,6 +212,11 @@ int run() {
   } else {
     stats = uniform_routing(shape.n_layers, shape.n_experts, shape.top_k);
   }
+  if (args.host_cap_kib >= 0) {
+    hw.host_reserved_bytes = 0;
+    for (auto& n : hw.nodes) n.memory_bytes = args.host_cap_kib * 1024;
+    hw_source += fmt_cap(args.host_cap_kib);
+  }
   PlanOptions opt;
   opt.ctx = args.ctx;
   opt.prefill_chunk = args.chunk;
@@ -199,6 +232,31 @@ int run() {
   in.samples = &samples;
   in.prefill_chunk = opt.prefill_chunk;
   in.prefill_position = std::min<int64_t>(opt.ctx, 2048) / 2;
+  if (args.emulate_gpu_kib >= 0) {
+    if (!hw.gpus.empty()) return fail("--emulate-gpu-kib: the profile already has GPUs; use it on a machine without");
+    const NumaNodeProfile& n0 = hw.nodes.at(0);
+    GpuProfile g;
+    g.name = "emulated-gpu(host-memory)";
+    g.numa_node = n0.id;
+    g.h2d_gbps = hw.pageable_h2d_gbps;
+    g.vram_gbps = n0.mem_read_gbps;
+    const std::string et(ggml_type_name(mix.type_for(TensorClass::ExpertGateUp, 0)));
+    g.kernel_efficiency = std::min(1.0, n0.cpu_gbps_for(et) / n0.mem_read_gbps);
+    g.tflops = n0.cpu_gflops / 1000.0;
+    g.vram_bytes = int64_t(1) << 50;  // sized below from the planner's deductions
+    hw.gpus.push_back(g);
+    hw.h2d_aggregate_gbps = g.h2d_gbps;
+    if (hw.inter_socket_gbps <= 0) hw.inter_socket_gbps = g.h2d_gbps;
+    {
+      CostModel probe_cm(in);
+      auto b = plan_budgets(probe_cm, opt);
+      if (!b) return fail(b.error().message);
+      hw.gpus[0].vram_bytes = b->gpus[0].total - b->gpus[0].expert_capacity + args.emulate_gpu_kib * 1024;
+    }
+    if (auto v = validate_hw_profile(hw, "emulated profile"); !v) return fail(v.error().message);
+    hw_source += "; + 1 EMULATED GPU: VRAM = host memory (" + std::to_string(args.emulate_gpu_kib) +
+                 " KiB expert room), H2D = memcpy " + std::to_string(g.h2d_gbps) + " GB/s";
+  }
   CostModel cm(in);
 
   std::vector<PlannedPolicy> planned;

@@ -1,17 +1,28 @@
 // engine/cli/cmd_run.cpp — `ds4-offload run`: tokenize a prompt (optionally in the DeepSeek-V4
 // chat format), prefill, then sample and stream up to -n tokens; print prompt tokens, prefill and
-// decode tok/s and peak memory.
+// decode tok/s and peak memory. With --plan: routed experts where the plan puts them, and after
+// generation the bytes moved per tier per DECODE token (counters snapshot after prefill) next to
+// the plan's prediction from routing statistics and the plan's bytes for this run's own routing
+// (router trace; exact bookkeeping), with ratios; --plan-report F writes the same as JSON.
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/chat_format.h"
+#include "engine/dsv4_model.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/model_config.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8_stream.h"
+#include "placement/plan_file.h"
+#include "placement/routing_counter.h"
+#include "placement/routing_stats.h"
+
+#include <nlohmann/json.hpp>
 
 namespace ds4::cli {
 namespace {
@@ -25,6 +36,8 @@ struct RunArgs {
   bool think = false;
   SamplerParams sampling;
   bool show_special = false;
+  std::string plan_report;
+  std::string routing_out;
 };
 RunArgs args;
 
@@ -59,8 +72,72 @@ CLI::App* setup(CLI::App& app) {
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);
+  add_plan_option(s, args.model);
+  s->add_option("--plan-report", args.plan_report,
+                "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
+  s->add_option("--routing-out", args.routing_out,
+                "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
+                "(ds4-routing-stats v1, the format of `calibrate`)");
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
   return s;
+}
+
+// Measured routed-expert bytes of a store between two counter snapshots, by plan tier.
+placement::TierBytes measured_bytes(const staging::StagingCounters& a, const staging::StagingCounters& b) {
+  placement::TierBytes t;
+  t.vram = {double(b.bytes_resident_reads - a.bytes_resident_reads)};
+  t.link = {double(b.bytes_host_to_device - a.bytes_host_to_device) +
+            double(b.bytes_nvme_to_device - a.bytes_nvme_to_device)};
+  for (size_t n = 0; n < b.cpu_reads_by_node.size(); ++n)
+    t.cpu.push_back(double(b.cpu_reads_by_node[n] - (n < a.cpu_reads_by_node.size() ? a.cpu_reads_by_node[n] : 0)));
+  t.nvme = double(b.bytes_nvme_to_device - a.bytes_nvme_to_device) + double(b.bytes_nvme_to_cpu - a.bytes_nvme_to_cpu);
+  return t;
+}
+
+// Prints (stderr) and optionally writes (JSON) measured vs predicted bytes per decode token.
+int report_plan(const char* cmd, const placement::PlanFile& pf, const staging::StagingCounters& c0,
+                const staging::StagingCounters& c1, const std::vector<std::vector<std::vector<int32_t>>>& routes,
+                int steps) {
+  const placement::TierBytes m = measured_bytes(c0, c1);
+  const placement::TierBytes own =
+      placement::plan_bytes_for_routing(pf.plan, pf.expert_bytes, int(pf.node_ids.size()), {}, routes);
+  const double n = steps > 0 ? double(steps) : 1.0;
+  struct Row {
+    const char* name;
+    double measured, stats, own;
+  };
+  const Row rows[] = {
+      {"vram (resident reads)", m.vram_total() / n, pf.predicted.vram_total(), own.vram_total() / n},
+      {"host->gpu (staged)", m.link_total() / n, pf.predicted.link_total(), own.link_total() / n},
+      {"cpu (read by cores)", m.cpu_total() / n, pf.predicted.cpu_total(), own.cpu_total() / n},
+      {"nvme (read)", m.nvme / n, pf.predicted.nvme, own.nvme / n},
+  };
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : (a == 0 ? 1.0 : 0.0); };
+  std::fprintf(stderr, "\n%s: plan %s (rule %s): routed-expert bytes per decode token over %d decode steps\n", cmd,
+               args.model.plan.c_str(), pf.rule.c_str(), steps);
+  std::fprintf(stderr, "%s:   %-22s %12s %14s %7s %16s %7s\n", cmd, "tier", "measured", "plan (stats)", "ratio",
+               "plan (this run)", "ratio");
+  for (const Row& r : rows)
+    std::fprintf(stderr, "%s:   %-22s %12.1f %14.1f %7.3f %16.1f %7.3f\n", cmd, r.name, r.measured, r.stats,
+                 ratio(r.measured, r.stats), r.own, ratio(r.measured, r.own));
+  const uint64_t av = c1.act_vram - c0.act_vram, ah = c1.act_host - c0.act_host, ac = c1.act_cpu - c0.act_cpu,
+                 an = c1.act_nvme - c0.act_nvme;
+  std::fprintf(stderr, "%s:   expert-steps per decode token: vram %.2f, host %.2f, cpu %.2f, nvme %.2f (plan routing: %s)\n",
+               cmd, double(av) / n, double(ah) / n, double(ac) / n, double(an) / n, pf.routing.c_str());
+  if (args.plan_report.empty()) return 0;
+  nlohmann::json j;
+  j["plan"] = args.model.plan;
+  j["rule"] = pf.rule;
+  j["decode_steps"] = steps;
+  j["tiers"] = nlohmann::json::array();
+  const char* keys[] = {"vram", "link", "cpu", "nvme"};
+  for (size_t i = 0; i < 4; ++i)
+    j["tiers"].push_back({{"tier", keys[i]}, {"measured_per_token", rows[i].measured},
+                          {"predicted_stats_per_token", rows[i].stats}, {"predicted_own_routing_per_token", rows[i].own}});
+  j["expert_steps"] = {{"vram", av}, {"host", ah}, {"cpu", ac}, {"nvme", an}};
+  std::ofstream out(args.plan_report);
+  if (!(out << j.dump(1) << "\n")) return fail(cmd, "--plan-report '" + args.plan_report + "': cannot write");
+  return 0;
 }
 
 int run() {
@@ -76,6 +153,11 @@ int run() {
     text = t.value();
     if (text.empty()) return fail(cmd, "-f/--file '" + args.prompt_file + "': expected a prompt, found an empty file");
   }
+  if (auto c = check_output_not_input(args.routing_out, "--routing-out", {args.model.model, args.model.plan}); !c)
+    return fail(cmd, c.error().message);
+  if (!args.plan_report.empty() && args.model.plan.empty()) return fail(cmd, "--plan-report needs --plan");
+  if (auto c = check_output_not_input(args.plan_report, "--plan-report", {args.model.model, args.model.plan}); !c)
+    return fail(cmd, c.error().message);
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
@@ -116,6 +198,23 @@ int run() {
   auto session = Session::create(m);
   if (!session) return fail(cmd, session.error().message);
   Session& s = *session.value();
+  // --plan: the plan (for its predictions), the store's counters and a router trace.
+  std::optional<placement::PlanFile> plan;
+  ForwardTrace trace;
+  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
+  auto* ds = dynamic_cast<Dsv4Session*>(&s);
+  if (!args.routing_out.empty()) {
+    if (!ds) return fail(cmd, "--routing-out: the loaded model does not expose router traces");
+    ds->set_trace(&trace);
+  }
+  if (!args.model.plan.empty()) {
+    if (!dm || !ds) return fail(cmd, "--plan: the loaded model is not a DeepSeek-V4 model");
+    auto pf = placement::read_plan_file(args.model.plan, m->config().n_layer, m->config().n_expert,
+                                        m->config().n_expert_used);
+    if (!pf) return fail(cmd, pf.error().message);
+    plan = std::move(pf).value();
+    ds->set_trace(&trace);
+  }
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
   if (auto r = s.eval(prompt, nullptr, &logits); !r) return fail(cmd, r.error().message);
@@ -123,6 +222,8 @@ int run() {
   if (int64_t(logits.size()) != vocab)
     return fail(cmd, "internal: eval returned " + std::to_string(logits.size()) + " logits, expected " + std::to_string(vocab));
 
+  staging::StagingCounters after_prefill;
+  if (plan) after_prefill = dm->weights().experts->counters();
   Sampler sampler(args.sampling);
   std::vector<int32_t> history = prompt;
   Utf8StreamDecoder utf8;
@@ -167,6 +268,27 @@ int run() {
                    double(rm.weights_sharded) / 1048576.0, double(rm.weights_experts) / 1048576.0,
                    double(rm.state) / 1048576.0);
     }
+  }
+  // Decode evals fed positions prompt.size() .. prompt.size() + decoded - 1.
+  std::vector<std::vector<std::vector<int32_t>>> routes(trace.router.size());
+  for (size_t l = 0; l < trace.router.size(); ++l)
+    for (int i = 0; i < decoded; ++i) routes[l].push_back(trace.router[l].at(prompt.size() + size_t(i)));
+  if (ds) ds->set_trace(nullptr);
+  if (!args.routing_out.empty()) {
+    const ModelConfig& c = m->config();
+    placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used);
+    for (int l = 0; l < c.n_layer; ++l)
+      for (const auto& r : routes[size_t(l)])
+        if (auto a = counter.add(l, r); !a) return fail(cmd, "--routing-out: layer " + std::to_string(l) + ": " + a.error().message);
+    auto tokens = counter.tokens();
+    if (!tokens || *tokens == 0) return fail(cmd, "--routing-out: no decode token was routed (use -n 2 or more)");
+    auto w = placement::write_routing_stats(args.routing_out, "decode of " + args.model.model, c.n_expert_used,
+                                            *tokens, counter.counts());
+    if (!w) return fail(cmd, w.error().message);
+  }
+  if (plan) {
+    if (int r = report_plan(cmd, *plan, after_prefill, dm->weights().experts->counters(), routes, decoded); r != 0)
+      return r;
   }
   std::string summary = m->experts_summary();
   for (size_t a = 0; a < summary.size();) {
