@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     if (ds4::cpu::cpu_avx2_usable()) {
       vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", 1, true});
       vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, true});
+      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", 1, false});
       vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, false});
     }
     for (const Variant& v : vs) {

@@ -23,6 +23,11 @@ RowDotFn simd_row_dot(GgmlType type) {
   return avx2::row_dot(type);
 }
 
+RowsDotFn simd_rows_dot(GgmlType type) {
+  if (!avx2::has_row_dot(type) || !avx2_selected()) return nullptr;
+  return avx2::rows_dot(type);
+}
+
 DotBackend dot_backend(GgmlType type) {
   return simd_row_dot(type) != nullptr ? DotBackend::Avx2 : DotBackend::Scalar;
 }

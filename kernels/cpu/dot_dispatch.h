@@ -13,12 +13,21 @@ namespace ds4::cpu {
 /// One weight row (n elements of the row's type, n % 32 == 0) dotted with n/32 Q8_1 blocks.
 using RowDotFn = float (*)(const void* w_row, const void* act_q8_1, int64_t n);
 
+/// `rows` consecutive weight rows (row r at w + r * row_stride bytes, n elements each) dotted with
+/// the same n/32 Q8_1 blocks: out[r] = the RowDotFn result of row r, bit for bit. Processing
+/// several rows per pass shares the activation loads and keeps several weight streams in flight.
+using RowsDotFn = void (*)(const void* w, int64_t row_stride, int64_t rows, const void* act_q8_1, int64_t n,
+                           float* out);
+
 /// Kernel family used for a type.
 enum class DotBackend { Scalar, Avx2 };
 
 /// The SIMD row kernel for `type` when one is selected now (policy Auto, CPU supports it, type
 /// has one: Q8_0, MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M); nullptr means "use the scalar one".
 RowDotFn simd_row_dot(GgmlType type);
+
+/// The SIMD multi-row kernel for `type` under the same conditions as simd_row_dot (nullptr: none).
+RowsDotFn simd_rows_dot(GgmlType type);
 
 /// Backend vec_dot_q8_1 / matvec_q8_1 use for `type` right now.
 DotBackend dot_backend(GgmlType type);
@@ -30,6 +39,8 @@ namespace avx2 {
 /// AVX2 row kernel for `type` or nullptr. Defined in an -mavx2 unit: call only when
 /// cpu_avx2_usable() is true (the function itself may already use AVX instructions).
 RowDotFn row_dot(GgmlType type);
+/// AVX2 multi-row kernel for `type` or nullptr (same call condition as row_dot).
+RowsDotFn rows_dot(GgmlType type);
 /// True when an AVX2 kernel exists for `type` (safe on any CPU).
 bool has_row_dot(GgmlType type);
 }  // namespace avx2

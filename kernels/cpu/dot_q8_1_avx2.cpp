@@ -65,6 +65,24 @@ struct E8m0Bits {
 };
 constexpr E8m0Bits kE8m0Bits;
 
+/// MXFP4 values shifted to unsigned bytes: kvalues_mxfp4[code] + kMxfp4Offset (all in [0, 24]).
+/// sum (w+12)*q - 12*sum q is the chunk's exact integer sum, and the unsigned form feeds maddubs
+/// directly (no sign fix-up per row; the 12*sum q term is shared by all rows of a pass).
+constexpr int kMxfp4Offset = 12;
+struct Mxfp4Shifted {
+  uint8_t v[16] = {};
+  constexpr Mxfp4Shifted() {
+    for (int i = 0; i < 16; ++i) v[i] = uint8_t(int(int8_t(tables::kvalues_mxfp4_u8[i])) + kMxfp4Offset);
+  }
+  constexpr bool in_range() const {
+    for (int i = 0; i < 16; ++i)
+      if (int(int8_t(tables::kvalues_mxfp4_u8[i])) + kMxfp4Offset < 0 || v[i] > 2 * kMxfp4Offset) return false;
+    return true;
+  }
+};
+constexpr Mxfp4Shifted kMxfp4Shifted;
+static_assert(kMxfp4Shifted.in_range(), "MXFP4 values must lie in [-12, 12] for the shifted form");
+
 /// vpshufb controls that spread the 16 bytes b[0..15] of a 128-bit lane into int16 per chunk g:
 /// low 128 bits = b[2g] (x8), high 128 bits = b[2g+1] (x8), zero-extended (0x80 selects zero).
 struct PairSpread {
@@ -196,53 +214,70 @@ struct Lanes {
 
 // ---- 32-element block types: one call = 8 consecutive blocks (= 8 chunks). ----
 
-/// Q8_0: P = (d*da) * float(sum w*q).
-inline __m256 q8_0_group(const uint8_t* wp, const uint8_t* ap) {
-  __m256i s[8];
-  alignas(16) uint16_t dw[8];
-  for (int k = 0; k < 8; ++k) {
-    const uint8_t* blk = wp + k * int64_t(sizeof(BlockQ8_0));
-    dw[k] = load_u16(blk);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-    s[k] = _mm256_madd_epi16(mul_pairs_i8(w, act_codes(ap, k)), _mm256_set1_epi16(1));
+/// Q8_0: P = (d*da) * float(sum w*q), for R rows (row r's 8 blocks at w[r]) sharing the
+/// activation codes and scales; p[r] = row r's eight partials.
+template <int R>
+inline void q8_0_group(const uint8_t* const* w, const uint8_t* ap, __m256* p) {
+  const __m256 da = act_scales8(ap);
+  __m256i q[8];
+  for (int k = 0; k < 8; ++k) q[k] = act_codes(ap, k);
+  for (int r = 0; r < R; ++r) {
+    __m256i s[8];
+    alignas(16) uint16_t dw[8];
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* blk = w[r] + k * int64_t(sizeof(BlockQ8_0));
+      dw[k] = load_u16(blk);
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      s[k] = _mm256_madd_epi16(mul_pairs_i8(wv, q[k]), _mm256_set1_epi16(1));
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw)));
+    p[r] = _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(hsum8(s)));
   }
-  const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw)));
-  return _mm256_mul_ps(_mm256_mul_ps(d, act_scales8(ap)), _mm256_cvtepi32_ps(hsum8(s)));
 }
 
-/// MXFP4: P = (e8m0_half(e)*da) * float(sum kvalues[code]*q).
+/// MXFP4: P = (e8m0_half(e)*da) * float(sum kvalues[code]*q), for R rows sharing the activations.
 /// Two blocks share one vector: the low nibbles of blocks k, k+1 (elements 0..15 of each) fill
 /// one 256-bit vector and their high nibbles (elements 16..31) another, each multiplied by the
-/// matching activation halves; a chunk's integer sum is unchanged by that regrouping (int16
-/// partials <= 2*2*12*127, exact).
-inline __m256 mxfp4_group(const uint8_t* wp, const uint8_t* ap) {
-  const __m256i table = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kvalues_mxfp4_u8)));
-  const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
+/// matching activation halves. Weights enter as kvalues+12 (unsigned, kMxfp4Shifted) and the
+/// shared term 12*(q pair sums) is subtracted in int16: every int16 stays below 2*2*24*127 = 12192
+/// in magnitude and the int32 chunk sum is exactly sum kvalues*q.
+template <int R>
+inline void mxfp4_group(const uint8_t* const* w, const uint8_t* ap, __m256* out) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Shifted.v)));
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
   constexpr int64_t kB = sizeof(BlockMXFP4);
-  __m256i s[4];
-  alignas(32) uint32_t e[8];
+  const __m256 da = act_scales8(ap);
+  __m256i qlo[4], qhi[4], qoff[4];
   for (int k = 0; k < 8; k += 2) {
-    const uint8_t* b0 = wp + k * kB;
     const uint8_t* a0 = ap + k * kActBytes;
-    e[k] = kE8m0Bits.v[b0[0]];
-    e[k + 1] = kE8m0Bits.v[b0[kB]];
-    const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b0 + kB + 1),
-                                          reinterpret_cast<const __m128i*>(b0 + 1));
-    const __m256i wlo = _mm256_shuffle_epi8(table, _mm256_and_si256(x, nib));
-    const __m256i whi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));
-    const __m256i qlo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 4),
-                                            reinterpret_cast<const __m128i*>(a0 + 4));
-    const __m256i qhi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 20),
-                                            reinterpret_cast<const __m128i*>(a0 + 20));
-    const __m256i p = _mm256_add_epi16(mul_pairs_i8(wlo, qlo), mul_pairs_i8(whi, qhi));
-    s[k / 2] = _mm256_madd_epi16(p, ones16);  // [block k: 4 x int32 | block k+1: 4 x int32]
+    qlo[k / 2] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 4),
+                                     reinterpret_cast<const __m128i*>(a0 + 4));
+    qhi[k / 2] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(a0 + kActBytes + 20),
+                                     reinterpret_cast<const __m128i*>(a0 + 20));
+    // 12 * (q[2i] + q[2i+1] + q[16+2i] + q[16+2i+1]) as int16, pairs laid out as the products.
+    const __m256i qs = _mm256_add_epi16(_mm256_maddubs_epi16(ones8, qlo[k / 2]), _mm256_maddubs_epi16(ones8, qhi[k / 2]));
+    qoff[k / 2] = _mm256_mullo_epi16(qs, _mm256_set1_epi16(kMxfp4Offset));
   }
-  // hadd x3 -> [I0, I2, I4, I6 | I1, I3, I5, I7]; then back to chunk order.
-  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-  const __m256i i = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  const __m256 d = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(e)));
-  return _mm256_mul_ps(_mm256_mul_ps(d, act_scales8(ap)), _mm256_cvtepi32_ps(i));
+  for (int r = 0; r < R; ++r) {
+    __m256i s[4];
+    alignas(32) uint32_t e[8];
+    for (int k = 0; k < 8; k += 2) {
+      const uint8_t* b0 = w[r] + k * kB;
+      e[k] = kE8m0Bits.v[b0[0]];
+      e[k + 1] = kE8m0Bits.v[b0[kB]];
+      const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b0 + kB + 1),
+                                            reinterpret_cast<const __m128i*>(b0 + 1));
+      const __m256i wlo = _mm256_shuffle_epi8(table, _mm256_and_si256(x, nib));
+      const __m256i whi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wlo, qlo[k / 2]), _mm256_maddubs_epi16(whi, qhi[k / 2]));
+      s[k / 2] = _mm256_madd_epi16(_mm256_sub_epi16(p, qoff[k / 2]), ones16);  // [block k: 4 x int32 | block k+1]
+    }
+    // hadd x3 -> [I0, I2, I4, I6 | I1, I3, I5, I7]; then back to chunk order.
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i i = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256 d = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(e)));
+    out[r] = _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(i));
+  }
 }
 
 /// Distance (bytes) at which the row loops prefetch weights: single-thread DRAM reads are latency
@@ -251,43 +286,81 @@ inline __m256 mxfp4_group(const uint8_t* wp, const uint8_t* ap) {
 /// the row end is harmless (a hint, never a fault).
 constexpr int kPrefetchAhead = 2048;
 
-/// Prefetches the `bytes` weight bytes that lie kPrefetchAhead after `p` (one hint per 64 bytes;
-/// consecutive calls over a contiguous stream touch every cache line).
-inline void prefetch_ahead(const uint8_t* p, int bytes) {
-  for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+/// Prefetches `bytes` bytes at `p` (one hint per 64 bytes; consecutive calls over a contiguous
+/// stream touch every cache line).
+inline void prefetch_stream(const uint8_t* p, int bytes) {
+  for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
+/// Prefetches the `bytes` weight bytes that lie kPrefetchAhead after `p`.
+inline void prefetch_ahead(const uint8_t* p, int bytes) { prefetch_stream(p + kPrefetchAhead, bytes); }
 
-/// Row loop for the 32-element types (Group computes chunks b..b+7 from their blocks).
-template <int kBlockBytes, __m256 (*Group)(const uint8_t*, const uint8_t*)>
-float row_blocks32(const void* w_row, const void* act, int64_t n) {
-  const auto* wp = static_cast<const uint8_t*>(w_row);
-  const auto* ap = static_cast<const uint8_t*>(act);
+/// Rows loop for the 32-element types: R rows at once (row r at wp + r*stride); Group<R>
+/// computes chunks b..b+7 of every row from their blocks; out[r] = row r's result. Each row is its
+/// own contract accumulation (Lanes), so the bits do not depend on R. Prefetch: one row alone
+/// looks kPrefetchAhead bytes ahead; with R interleaved rows a fixed distance would land in the
+/// rows being read, so each row prefetches the same position of the next group of R rows.
+template <int kBlockBytes, int R, void (*Group)(const uint8_t* const*, const uint8_t*, __m256*)>
+void rows_blocks32(const uint8_t* wp, int64_t stride, const uint8_t* ap, int64_t n, float* out) {
   const int64_t nb = n / 32;
-  Lanes acc;
+  Lanes acc[R];
+  const uint8_t* w[R];
+  __m256 p[R];
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    prefetch_ahead(wp + b * kBlockBytes, 8 * kBlockBytes);
-    acc.add(b / 8, Group(wp + b * kBlockBytes, ap + b * kActBytes));
+    for (int r = 0; r < R; ++r) {
+      w[r] = wp + r * stride + b * kBlockBytes;
+      prefetch_stream(w[r] + (R > 1 ? R * stride : kPrefetchAhead), 8 * kBlockBytes);
+    }
+    Group(w, ap + b * kActBytes, p);
+    for (int r = 0; r < R; ++r) acc[r].add(b / 8, p[r]);
   }
   if (b < nb) {
     const int64_t rest = nb - b;
-    alignas(32) uint8_t wbuf[8 * kBlockBytes] = {};
+    alignas(32) uint8_t wbuf[R][8 * kBlockBytes] = {};
     alignas(32) uint8_t abuf[8 * kActBytes] = {};
-    std::memcpy(wbuf, wp + b * kBlockBytes, size_t(rest * kBlockBytes));
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(wbuf[r], wp + r * stride + b * kBlockBytes, size_t(rest * kBlockBytes));
+      w[r] = wbuf[r];
+    }
     std::memcpy(abuf, ap + b * kActBytes, size_t(rest * kActBytes));
     const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(rest)), idx));
-    acc.add(b / 8, _mm256_and_ps(Group(wbuf, abuf), keep));
+    Group(w, abuf, p);
+    for (int r = 0; r < R; ++r) acc[r].add(b / 8, _mm256_and_ps(p[r], keep));
   }
-  return acc.finish();
+  for (int r = 0; r < R; ++r) out[r] = acc[r].finish();
 }
 
-float row_q8_0(const void* w, const void* a, int64_t n) {
-  return row_blocks32<int(sizeof(BlockQ8_0)), q8_0_group>(w, a, n);
+/// Row kernel (RowDotFn) from the one-row instance of a rows loop.
+template <void (*Rows1)(const uint8_t*, int64_t, const uint8_t*, int64_t, float*)>
+float row_from_rows(const void* w, const void* a, int64_t n) {
+  float out;
+  Rows1(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(a), n, &out);
+  return out;
 }
-float row_mxfp4(const void* w, const void* a, int64_t n) {
-  return row_blocks32<int(sizeof(BlockMXFP4)), mxfp4_group>(w, a, n);
+
+/// Multi-row kernel (RowsDotFn): groups of kRows rows through RowsN, the remainder one by one.
+template <int kRows, void (*RowsN)(const uint8_t*, int64_t, const uint8_t*, int64_t, float*),
+          void (*Rows1)(const uint8_t*, int64_t, const uint8_t*, int64_t, float*)>
+void multi_rows(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(a);
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) RowsN(wp + r * stride, stride, ap, n, out + r);
+  for (; r < rows; ++r) Rows1(wp + r * stride, stride, ap, n, out + r);
 }
+
+constexpr int kRows32 = 4;  // rows per pass of the 32-element types
+template <int R>
+void rows_q8_0(const uint8_t* w, int64_t s, const uint8_t* a, int64_t n, float* o) {
+  rows_blocks32<int(sizeof(BlockQ8_0)), R, q8_0_group<R>>(w, s, a, n, o);
+}
+template <int R>
+void rows_mxfp4(const uint8_t* w, int64_t s, const uint8_t* a, int64_t n, float* o) {
+  rows_blocks32<int(sizeof(BlockMXFP4)), R, mxfp4_group<R>>(w, s, a, n, o);
+}
+float row_q8_0(const void* w, const void* a, int64_t n) { return row_from_rows<rows_q8_0<1>>(w, a, n); }
+float row_mxfp4(const void* w, const void* a, int64_t n) { return row_from_rows<rows_mxfp4<1>>(w, a, n); }
 
 // ---- 256-element super-block types: one super-block = 8 chunks = one lane vector. ----
 
@@ -502,6 +575,14 @@ RowDotFn avx2::row_dot(GgmlType type) {
     case GgmlType::IQ2_XS: return row_iq2_xs;
     case GgmlType::IQ1_S: return row_iq1_s;
     case GgmlType::IQ1_M: return row_iq1_m;
+    default: return nullptr;
+  }
+}
+
+RowsDotFn avx2::rows_dot(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return multi_rows<kRows32, rows_q8_0<kRows32>, rows_q8_0<1>>;
+    case GgmlType::MXFP4: return multi_rows<kRows32, rows_mxfp4<kRows32>, rows_mxfp4<1>>;
     default: return nullptr;
   }
 }

@@ -1,8 +1,22 @@
 // kernels/cpu/row_pool.cpp — the persistent worker pool behind parallel_chunks.
+//
+// Per-call cost matters: an expert matvec reads 4-9 MB in well under a millisecond, so a futex
+// wake-up per worker and a join that waits for a worker the OS has descheduled are a visible
+// fraction of it. Hence:
+//  * workers spin (with pause) for a short while on the job counter before blocking on the
+//    condition variable, so back-to-back jobs start without a wake-up;
+//  * the caller never waits for a helper that has not started: it closes the job once all chunks
+//    are claimed and waits only for helpers that checked in before the close (a late helper
+//    sees the close and skips the job without touching it).
 #include "kernels/cpu/row_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -11,6 +25,17 @@
 namespace ds4::cpu {
 
 namespace {
+
+/// How long an idle worker (and the caller waiting for helpers) polls before blocking.
+constexpr std::chrono::microseconds kSpin{100};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 class Pool {
  public:
@@ -22,6 +47,7 @@ class Pool {
       for (int64_t b = 0; b < n; b += chunk) body(b, std::min(n, b + chunk));
       return;
     }
+    uint64_t gen;
     {
       std::lock_guard<std::mutex> lk(mu_);
       while (int(workers_.size()) < helpers) {
@@ -33,13 +59,22 @@ class Pool {
       chunk_ = chunk;
       next_.store(0);
       helpers_ = helpers;
-      pending_ = helpers;
-      ++generation_;
+      gen = generation_.load() + 1;
+      generation_.store(gen);
     }
     cv_.notify_all();
     drain();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return pending_ == 0; });
+    // Every chunk is claimed; helpers that check in from now on skip this job.
+    closed_.store(gen);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (active_.load() != 0) {
+      if (std::chrono::steady_clock::now() - t0 > kSpin) {
+        std::unique_lock<std::mutex> lk(mu_);
+        done_cv_.wait(lk, [this] { return active_.load() == 0; });
+        break;
+      }
+      cpu_relax();
+    }
     body_ = nullptr;
   }
 
@@ -47,18 +82,38 @@ class Pool {
   void drain() {
     for (int64_t b; (b = next_.fetch_add(chunk_)) < n_;) (*body_)(b, std::min(n_, b + chunk_));
   }
+  /// Waits until generation_ != seen: spins for kSpin, then blocks.
+  uint64_t wait_job(uint64_t seen) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i) {
+      const uint64_t g = generation_.load(std::memory_order_acquire);
+      if (g != seen) return g;
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() - t0 > kSpin) break;
+      cpu_relax();
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return generation_.load() != seen; });
+    return generation_.load();
+  }
   void worker(int id) {
     uint64_t seen = 0;
     for (;;) {
+      const uint64_t g = wait_job(seen);
+      seen = g;
+      int helpers;
       {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (id >= helpers_) continue;  // not needed for this job
+        std::lock_guard<std::mutex> lk(mu_);
+        helpers = helpers_;
+        if (generation_.load() != g) continue;  // a newer job already: pick that one up
       }
-      drain();
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (id >= helpers) continue;  // not needed for this job
+      // Check in, then make sure the job is still open (seq_cst pairs with closed_/active_ in run).
+      active_.fetch_add(1);
+      if (closed_.load() < g) drain();
+      if (active_.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lk(mu_);
+        done_cv_.notify_one();
+      }
     }
   }
 
@@ -66,11 +121,13 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::vector<std::thread> workers_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // job number; written under mu_
+  std::atomic<uint64_t> closed_{0};      // last job whose chunks are all claimed
+  std::atomic<int> active_{0};           // helpers inside a job
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};
-  int helpers_ = 0, pending_ = 0;
+  int helpers_ = 0;
 };
 
 Pool& pool() {
