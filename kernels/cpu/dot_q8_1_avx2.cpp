@@ -391,6 +391,55 @@ inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
   return _mm256_mul_ps(act_scales8(ap), t);
 }
 
+/// Sums of the 16-element halves of `nb` Q8_1 blocks at `ap`: out[2b + h] = sum of codes
+/// 16h..16h+15 of block b (int16, |sum| <= 16*127). Computed once per matvec chunk and shared by
+/// all its rows.
+inline void act_half_sums(const uint8_t* ap, int64_t nb, int16_t* out) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    __m256i t[4];
+    for (int k = 0; k < 4; ++k)  // [4-element sums of half 0 | of half 1]
+      t[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, act_codes(ap + b * kActBytes, k)), ones16);
+    // [c0 h0, c1 h0, c2 h0, c3 h0 | c0 h1, c1 h1, c2 h1, c3 h1]
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(t[0], t[1]), _mm256_hadd_epi32(t[2], t[3]));
+    const __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1);
+    const __m128i v = _mm_packs_epi32(_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * b), v);
+  }
+  for (; b < nb; ++b)
+    for (int h = 0; h < 2; ++h) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += int8_t(ap[b * kActBytes + 4 + 16 * h + j]);
+      out[2 * b + h] = int16_t(s);
+    }
+}
+
+/// Q2_K with the activation half sums `hs` (16 int16 of this super-block, act_half_sums): as
+/// q2_k_super, but I2 = sum_k (sc_k>>4) * (sum q over sub-block k) of all eight chunks is one
+/// madd of the sixteen min nibbles with the sixteen half sums (pairs 2g, 2g+1 = chunk g).
+inline __m256 q2_k_super_hs(const uint8_t* blk, const uint8_t* ap, const int16_t* hs) {
+  const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
+  const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
+  const __m256i three = _mm256_set1_epi8(3), nib = _mm256_set1_epi8(0x0F);
+  const __m128i sc128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ2_K, scales)));
+  const __m256i sc_lo = _mm256_and_si256(_mm256_broadcastsi128_si256(sc128), nib);
+  __m256i s1[8];
+  for (int g = 0; g < 8; ++g) {
+    const int j = g % 4;
+    const __m256i code = _mm256_and_si256(_mm256_srli_epi16(q2[g / 4], 2 * j), three);
+    s1[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(code, act_codes(ap, g)), pair_spread(sc_lo, g));
+  }
+  const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc128, 4), _mm_set1_epi8(0x0F)));
+  const __m256i i2 = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hs)));
+  const __m256 d = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, d))));
+  const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
+  const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8(s1))),
+                                 _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(i2)));
+  return _mm256_mul_ps(act_scales8(ap), t);
+}
+
 /// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I), I = the eight chunk sums.
 inline __m256 iq_epilogue(float d, const uint8_t* ap, __m256i i) {
   const __m256 dd = _mm256_set1_ps(d * 0.125f);
@@ -548,8 +597,36 @@ float row_blocks256(const void* w_row, const void* act, int64_t n) {
   return acc.finish();
 }
 
-float row_q2_k(const void* w, const void* a, int64_t n) {
+float row_q2_k_plain(const void* w, const void* a, int64_t n) {
   return row_blocks256<int(sizeof(BlockQ2_K)), q2_k_super>(w, a, n);
+}
+/// Q2_K rows (RowsDotFn): the activation half sums are computed once for all rows; dot lengths
+/// above kMaxHalfSums*16 elements use the plain per-row kernel.
+constexpr int64_t kMaxHalfSums = 1024;
+void rows_q2_k(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(a);
+  constexpr int64_t kB = sizeof(BlockQ2_K);
+  if (n / 16 > kMaxHalfSums) {
+    for (int64_t r = 0; r < rows; ++r) out[r] = row_q2_k_plain(wp + r * stride, a, n);
+    return;
+  }
+  alignas(32) int16_t hs[kMaxHalfSums];
+  act_half_sums(ap, n / 32, hs);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = wp + r * stride;
+    Lanes acc;
+    for (int64_t i = 0; i < n / 256; ++i) {
+      prefetch_ahead(row + i * kB, int(kB));
+      acc.add(i, q2_k_super_hs(row + i * kB, ap + i * 8 * kActBytes, hs + 16 * i));
+    }
+    out[r] = acc.finish();
+  }
+}
+float row_q2_k(const void* w, const void* a, int64_t n) {
+  float out;
+  rows_q2_k(w, 0, 1, a, n, &out);
+  return out;
 }
 float row_iq2_xxs(const void* w, const void* a, int64_t n) {
   return row_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super>(w, a, n);
@@ -583,6 +660,7 @@ RowsDotFn avx2::rows_dot(GgmlType type) {
   switch (type) {
     case GgmlType::Q8_0: return multi_rows<kRows32, rows_q8_0<kRows32>, rows_q8_0<1>>;
     case GgmlType::MXFP4: return multi_rows<kRows32, rows_mxfp4<kRows32>, rows_mxfp4<1>>;
+    case GgmlType::Q2_K: return rows_q2_k;
     default: return nullptr;
   }
 }
