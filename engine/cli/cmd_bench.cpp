@@ -16,6 +16,9 @@
 // measured by the probe at start (kernels/cpu/mem_bandwidth.h). The GGUF estimate (non-expert
 // weights + n_expert_used / n_expert of the routed-expert tensors + one embedding row) is printed
 // beside it. Not counted: the token embedding row and norm/bias vectors (not matmuls).
+// With --plan F (or --experts-tier) the routed experts live where the plan puts them; the decode
+// rows then also give the bytes per token copied host -> device slot (staged) and read from the
+// file (NVMe) from the expert store's counters, and the roofline adds staged bytes / memcpy GB/s.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +38,8 @@
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/dsv4_model.h"
+#include "staging/expert_store.h"
 #include "engine/model_config.h"
 #include "gguf/gguf_file.h"
 #include "kernels/cpu/cpu_features.h"
@@ -76,6 +81,7 @@ CLI::App* setup(CLI::App& app) {
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);
+  add_plan_option(s, args.model);
   s->add_flag("--probe", args.probe, "Only measure host memory read and memcpy bandwidth (and H2D per GPU with CUDA)");
   s->add_option("--probe-out", args.probe_out, "With --probe: also write the probe results as JSON to this file");
   s->add_option("--probe-mib", args.probe_mib,
@@ -212,6 +218,11 @@ struct Row {
   bool decode = false;
   double bpt = 0;          // tg rows: measured weight bytes per decoded token (engine counters)
   double bpt_experts = 0;  // tg rows: of which routed experts
+  double bpt_staged = 0;   // tg rows: routed-expert bytes copied host -> device slot per token
+  double bpt_nvme = 0;     // tg rows: routed-expert bytes read from the file per token
+  double roofline_s = 0;   // tg rows: seconds per token the probed bandwidths allow
+  /// Fraction of the roofline the run reached: roofline time / measured time per token.
+  double frac() const { return roofline_s * ts.mean; }
 };
 
 int32_t argmax(const std::vector<float>& v) {
@@ -223,10 +234,21 @@ struct Rep {
   double ttft_s = 0, decode_s = 0;
   uint64_t decode_bytes = 0;         // Session::weight_traffic().total over the n_gen - 1 decode evals
   uint64_t decode_expert_bytes = 0;  // .routed_experts over the same evals
+  // Routed-expert traffic by path over the same evals (the expert store's counters; zero for the
+  // default store, whose experts the cores read in place from the GGUF mapping).
+  uint64_t staged_bytes = 0;  // host slab -> device slot copies (bytes_host_to_device)
+  uint64_t nvme_bytes = 0;    // file -> device slot or host buffer (bytes_nvme_to_device + _to_cpu)
 };
 
-/// Runs one repetition: reset, prefill `prompt`, n_gen - 1 greedy decode steps.
-Result<Rep> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) {
+/// Staged and NVMe bytes between two snapshots of a store's counters.
+void add_store_delta(const staging::StagingCounters& a, const staging::StagingCounters& b, Rep* r) {
+  r->staged_bytes = b.bytes_host_to_device - a.bytes_host_to_device;
+  r->nvme_bytes = (b.bytes_nvme_to_device - a.bytes_nvme_to_device) + (b.bytes_nvme_to_cpu - a.bytes_nvme_to_cpu);
+}
+
+/// Runs one repetition: reset, prefill `prompt`, n_gen - 1 greedy decode steps. `store` (may be
+/// null) is the model's expert store, whose counters split the decode traffic by path.
+Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::vector<int32_t>& prompt, int n_gen) {
   using Clock = std::chrono::steady_clock;
   s.reset();
   std::vector<float> logits;
@@ -236,6 +258,7 @@ Result<Rep> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) 
   rep.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
   int32_t tok = argmax(logits);
   const WeightTraffic w0 = s.weight_traffic();
+  const staging::StagingCounters c0 = store ? store->counters() : staging::StagingCounters{};
   const auto t1 = Clock::now();
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
@@ -246,6 +269,7 @@ Result<Rep> run_once(Session& s, const std::vector<int32_t>& prompt, int n_gen) 
   const WeightTraffic w1 = s.weight_traffic();
   rep.decode_bytes = w1.total - w0.total;
   rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
+  if (store) add_store_delta(c0, store->counters(), &rep);
   return rep;
 }
 
@@ -343,6 +367,19 @@ int run_probe(const cpu::MemProbeResult& p) {
   return 0;
 }
 
+/// One line naming where the routed experts live for this run.
+std::string placement_summary(const ModelArgs& a) {
+  std::string s = "all CPU";
+  if (!a.plan.empty())
+    s = "plan " + a.plan;
+  else if (!a.experts_tier.empty())
+    s = "experts tier " + a.experts_tier;
+  else
+    s += " (experts read in place from the GGUF mapping)";
+  if (a.tp > 1) s += ", tp " + std::to_string(a.tp) + " CPU ranks";
+  return s;
+}
+
 /// Error unless `path` can be created or overwritten (its folder exists and is writable), so a
 /// bad --probe-out fails before the probe runs.
 Result<void> check_writable(const std::string& path, const char* flag) {
@@ -400,6 +437,9 @@ int run() {
   auto session = Session::create(m);
   if (!session) return fail(cmd, session.error().message);
   Session& s = *session.value();
+  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
+  const staging::ExpertStore* store = dm ? dm->weights().experts.get() : nullptr;
+  const std::string placement = placement_summary(args.model);
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab - 1));
@@ -407,7 +447,7 @@ int run() {
   {
     std::vector<int32_t> w(size_t(std::min(prompts.value()[0], 32)));
     for (auto& t : w) t = tok(rng);
-    if (auto r = run_once(s, w, 2); !r) return fail(cmd, r.error().message);
+    if (auto r = run_once(s, store, w, 2); !r) return fail(cmd, r.error().message);
   }
   const int threads = m->options().threads > 0 ? m->options().threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Row> rows;
@@ -416,22 +456,31 @@ int run() {
     for (auto& t : prompt) t = tok(rng);
     for (int n : gens.value()) {
       std::vector<double> pp, ttft, tg;
-      double bytes = 0, expert_bytes = 0;
+      double bytes = 0, expert_bytes = 0, staged = 0, nvme = 0;
       for (int r = 0; r < args.reps; ++r) {
-        auto res = run_once(s, prompt, n);
+        auto res = run_once(s, store, prompt, n);
         if (!res) return fail(cmd, res.error().message);
         ttft.push_back(res->ttft_s * 1e3);
         pp.push_back(double(p) / res->ttft_s);
         if (n > 1) tg.push_back(double(n - 1) / res->decode_s);
         bytes += double(res->decode_bytes);
         expert_bytes += double(res->decode_expert_bytes);
+        staged += double(res->staged_bytes);
+        nvme += double(res->nvme_bytes);
       }
       // One pp row per prompt length (from the first generation length's runs).
       if (n == gens.value()[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
       if (n > 1) {
         const double toks = double(args.reps) * double(n - 1);
-        rows.push_back({p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true,
-                        bytes / toks, expert_bytes / toks});
+        Row row{p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true,
+                bytes / toks, expert_bytes / toks};
+        row.bpt_staged = staged / toks;
+        row.bpt_nvme = nvme / toks;
+        // Roofline: every weight byte the cores multiplied at the probed read bandwidth, plus the
+        // staged copies at the probed memcpy bandwidth (a CPU build's "H2D"). NVMe reads are not
+        // charged (bench does not probe the drive; `plan --probe` does).
+        row.roofline_s = row.bpt / probe->read_bps + row.bpt_staged / probe->copy_bps;
+        rows.push_back(row);
       }
     }
   }
@@ -444,7 +493,7 @@ int run() {
             {"quant_mix", facts->quant_mix},
             {"model_size", m->weight_bytes()},
             {"model_n_params", facts->params},
-            {"placement", "all CPU"},
+            {"placement", placement},
             {"backend", backend},
             {"build", build_info()},
             {"n_threads", threads},
@@ -479,8 +528,10 @@ int run() {
         j["bytes_per_token"] = r.bpt;
         j["bytes_per_token_experts"] = r.bpt_experts;
         j["bytes_per_token_est"] = bpt;
+        j["bytes_per_token_staged"] = r.bpt_staged;
+        j["bytes_per_token_nvme"] = r.bpt_nvme;
         j["weights_GBps"] = r.bpt * r.ts.mean * 1e-9;
-        j["frac_mem_bw"] = r.bpt * r.ts.mean / bw;
+        j["frac_mem_bw"] = r.frac();
       }
       res.push_back(j);
     }
@@ -489,18 +540,20 @@ int run() {
   }
   if (args.output == "csv") {
     std::printf("model,size,params,backend,threads,activations,n_prompt,n_gen,test,avg_ts,stddev_ts,ttft_ms_avg,"
-                "ttft_ms_stddev,bytes_per_token,bytes_per_token_experts,bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,"
+                "ttft_ms_stddev,bytes_per_token,bytes_per_token_experts,bytes_per_token_staged,bytes_per_token_nvme,"
+                "bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,"
                 "placement,build,cpu_info,gpu_info,date,host_read_GBps\n");
     for (const Row& r : rows) {
-      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
+      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
                   csv_quote(args.model.model).c_str(), (unsigned long long)m->weight_bytes(),
                   (unsigned long long)facts->params, backend.c_str(), threads, acts.c_str(), r.n_prompt, r.n_gen,
                   csv_quote(r.test).c_str(), r.ts.mean, r.ts.sd, r.decode ? "" : fmtd("%.4f", r.ttft_ms.mean).c_str(),
                   r.decode ? "" : fmtd("%.4f", r.ttft_ms.sd).c_str(), r.decode ? fmtd("%.0f", r.bpt).c_str() : "",
-                  r.decode ? fmtd("%.0f", r.bpt_experts).c_str() : "", r.decode ? fmtd("%.0f", bpt).c_str() : "",
+                  r.decode ? fmtd("%.0f", r.bpt_experts).c_str() : "", r.decode ? fmtd("%.0f", r.bpt_staged).c_str() : "",
+                  r.decode ? fmtd("%.0f", r.bpt_nvme).c_str() : "", r.decode ? fmtd("%.0f", bpt).c_str() : "",
                   r.decode ? fmtd("%.4f", r.bpt * r.ts.mean * 1e-9).c_str() : "",
-                  r.decode ? fmtd("%.5f", r.bpt * r.ts.mean / bw).c_str() : "", csv_quote(facts->quant_mix).c_str(),
-                  csv_quote("all CPU").c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
+                  r.decode ? fmtd("%.5f", r.frac()).c_str() : "", csv_quote(facts->quant_mix).c_str(),
+                  csv_quote(placement).c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
                   csv_quote("none").c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
     }
     return 0;
@@ -508,7 +561,7 @@ int run() {
   // Markdown: metadata list, then the table.
   std::printf("- model: %s (%s, %.2f GiB, %.2f M params)\n", args.model.model.c_str(), facts->quant_mix.c_str(), size_gib,
               double(facts->params) * 1e-6);
-  std::printf("- placement: all CPU; GPUs: none; build: %s\n", build_info().c_str());
+  std::printf("- placement: %s; GPUs: none; build: %s\n", placement.c_str(), build_info().c_str());
   std::printf("- CPU: %s, %d threads; activations %s; date %s\n", cpu_model_name().c_str(), threads, acts.c_str(),
               meta["date"].get<std::string>().c_str());
   std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",
@@ -521,17 +574,22 @@ int run() {
                 "and %% mem bw is not a DRAM bound here\n",
                 double(m->weight_bytes()) / 1048576.0, double(llc) / 1048576.0);
   std::printf("\n");
-  std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok | experts B/tok | GB/s | %% mem bw |\n");
-  std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("- roofline: %% roofline = (B/tok / host read GB/s + staged B/tok / memcpy GB/s) x t/s (NVMe not "
+              "charged)\n");
+  std::printf("\n");
+  std::printf("| model | size | params | backend | threads | test | t/s | TTFT ms | B/tok | experts B/tok | staged B/tok "
+              "| NVMe B/tok | GB/s | %% roofline |\n");
+  std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::string name = args.model.model;
   if (auto sl = name.find_last_of('/'); sl != std::string::npos) name = name.substr(sl + 1);
   for (const Row& r : rows) {
-    std::printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s | %s |\n", name.c_str(), size_gib,
-                double(facts->params) * 1e-6, backend.c_str(), threads, r.test.c_str(), r.ts.mean, r.ts.sd,
-                r.decode ? "-" : (fmtd("%.2f", r.ttft_ms.mean) + " ± " + fmtd("%.2f", r.ttft_ms.sd)).c_str(),
+    std::printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s | %s | %s | %s |\n",
+                name.c_str(), size_gib, double(facts->params) * 1e-6, backend.c_str(), threads, r.test.c_str(), r.ts.mean,
+                r.ts.sd, r.decode ? "-" : (fmtd("%.2f", r.ttft_ms.mean) + " ± " + fmtd("%.2f", r.ttft_ms.sd)).c_str(),
                 r.decode ? fmtd("%.3g", r.bpt).c_str() : "-", r.decode ? fmtd("%.3g", r.bpt_experts).c_str() : "-",
+                r.decode ? fmtd("%.3g", r.bpt_staged).c_str() : "-", r.decode ? fmtd("%.3g", r.bpt_nvme).c_str() : "-",
                 r.decode ? fmtd("%.3f", r.bpt * r.ts.mean * 1e-9).c_str() : "-",
-                r.decode ? fmtd("%.2f", 100.0 * r.bpt * r.ts.mean / bw).c_str() : "-");
+                r.decode ? fmtd("%.2f", 100.0 * r.frac()).c_str() : "-");
   }
   return 0;
 }

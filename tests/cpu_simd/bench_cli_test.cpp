@@ -95,7 +95,7 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_NE(m.at("quant_mix").get<std::string>().find("experts MXFP4"), std::string::npos) << m.dump();
   EXPECT_EQ(m.at("n_threads"), 2);
-  EXPECT_EQ(m.at("placement"), "all CPU");
+  EXPECT_EQ(m.at("placement").get<std::string>().rfind("all CPU", 0), 0u) << m.dump();
 }
 
 TEST(BenchCli, CsvRowsMatchTheHeader) {
@@ -148,6 +148,30 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
     for (const auto& l : lines(o.out)) error_lines += l.find("error") != std::string::npos;
     EXPECT_EQ(error_lines, 1) << args << "\n" << o.out;
   }
+}
+
+// bench --plan: a plan with emulated-GPU, host and NVMe tiers (from probed numbers) makes the
+// decode rows report staged and NVMe bytes per token from the expert store's counters.
+TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
+  REQUIRE_FIXTURE();
+  const fs::path dir = ds4::test::scratch_dir("bench_plan");
+  const fs::path model = dir / "tiny.gguf";
+  fs::remove(model);
+  fs::copy_file(fixture(), model);
+  const std::string d = "'" + dir.string() + "/";
+  Out o = run("plan --probe --probe-dir " + d + "' --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " + d + "hw.json'", true);
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run("plan -m " + d + "tiny.gguf' --hw " + d + "hw.json' --ctx 512 --chunk 64 --emulate-gpu-kib 1024 "
+          "--host-cap-kib 2048 --json " + d + "plan.json'", true);
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const json j = json::parse(o.out);
+  EXPECT_EQ(j.at("metadata").at("placement").get<std::string>().rfind("plan ", 0), 0u);
+  const json& tg = j.at("results").at(1);
+  EXPECT_GT(tg.at("bytes_per_token_staged").get<double>(), 0.0) << tg.dump();
+  EXPECT_GT(tg.at("bytes_per_token_nvme").get<double>(), 0.0) << tg.dump();
+  EXPECT_LE(tg.at("bytes_per_token_staged").get<double>(), tg.at("bytes_per_token_experts").get<double>());
 }
 
 TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {
