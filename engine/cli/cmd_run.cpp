@@ -54,9 +54,14 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--seed", args.sampling.seed, "Sampling seed (0 .. 2^64-1)")
       ->check(CLI::Validator(
           [](std::string& v) {
-            return v.find_first_not_of("0123456789") == std::string::npos && !v.empty()
-                       ? std::string()
-                       : "expected a non-negative integer, found '" + v + "'";
+            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+              return "expected a non-negative integer, found '" + v + "'";
+            // CLI11 saturates an out-of-range value; refuse it instead (2^64-1 has 20 digits).
+            const std::string max = "18446744073709551615";
+            const std::string d = v.substr(std::min(v.find_first_not_of('0'), v.size()));
+            if (d.size() > max.size() || (d.size() == max.size() && d > max))
+              return "expected at most 2^64-1 = " + max + ", found '" + v + "'";
+            return std::string();
           },
           "UINT64"))
       ->capture_default_str();

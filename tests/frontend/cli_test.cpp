@@ -190,6 +190,7 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
   check(m + "-p x --top-k -5", "--top-k");
   check(m + "-p x --seed -1", "expected a non-negative integer");
+  check(m + "-p x --seed 18446744073709551616", "expected at most 2^64-1");
   {  // a failed write of the generated text must not exit 0 (stderr is dropped here on purpose)
     const std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + m + "-p x -n 2 > /dev/full 2>/dev/null";
     EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
