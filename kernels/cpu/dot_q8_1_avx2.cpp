@@ -367,7 +367,7 @@ float row_mxfp4(const void* w, const void* a, int64_t n) { return row_from_rows<
 /// Q2_K: P = da * ((d*float(I1)) - (dmin*float(I2))), I1 = sum_k (sc_k&15)*sum code*q,
 /// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk. The per-half
 /// int16 multipliers of chunk g come from one byte shuffle of the scale nibbles.
-inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
+inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
   const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
@@ -388,7 +388,7 @@ inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap) {
   const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
   const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8(s1))),
                                  _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(hsum8(s2))));
-  return _mm256_mul_ps(act_scales8(ap), t);
+  return _mm256_mul_ps(da, t);
 }
 
 /// Sums of the 16-element halves of `nb` Q8_1 blocks at `ap`: out[2b + h] = sum of codes
@@ -418,7 +418,7 @@ inline void act_half_sums(const uint8_t* ap, int64_t nb, int16_t* out) {
 /// Q2_K with the activation half sums `hs` (16 int16 of this super-block, act_half_sums): as
 /// q2_k_super, but I2 = sum_k (sc_k>>4) * (sum q over sub-block k) of all eight chunks is one
 /// madd of the sixteen min nibbles with the sixteen half sums (pairs 2g, 2g+1 = chunk g).
-inline __m256 q2_k_super_hs(const uint8_t* blk, const uint8_t* ap, const int16_t* hs) {
+inline __m256 q2_k_super_hs(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
   const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
@@ -437,13 +437,14 @@ inline __m256 q2_k_super_hs(const uint8_t* blk, const uint8_t* ap, const int16_t
   const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
   const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8(s1))),
                                  _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(i2)));
-  return _mm256_mul_ps(act_scales8(ap), t);
+  return _mm256_mul_ps(da, t);
 }
 
-/// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I), I = the eight chunk sums.
-inline __m256 iq_epilogue(float d, const uint8_t* ap, __m256i i) {
+/// IQ2 / IQ1 epilogue: P = ((d*0.125f)*da) * float(I), I = the eight chunk sums, da = their
+/// activation scales.
+inline __m256 iq_epilogue(float d, __m256 da, __m256i i) {
   const __m256 dd = _mm256_set1_ps(d * 0.125f);
-  return _mm256_mul_ps(_mm256_mul_ps(dd, act_scales8(ap)), _mm256_cvtepi32_ps(i));
+  return _mm256_mul_ps(_mm256_mul_ps(dd, da), _mm256_cvtepi32_ps(i));
 }
 
 /// 2x+1 for every int32 (IQ scale codes s -> odd multiplier 2s+1).
@@ -460,7 +461,7 @@ inline __m256i odd_nibble_pairs(const uint8_t* p) {
 /// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk (the multiplier is applied to the eight
 /// exact chunk sums at once: the same int32 product). The 32 sign patterns of the super-block are
 /// computed in one vector (ksigns_bytes) instead of 32 table look-ups.
-inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap) {
+inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   const uint64_t* grid = tables::iq2xxs_grid;
   const uint8_t* qs = blk + 2;
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -483,12 +484,12 @@ inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap) {
     const __m256i w = gather4_u64(grid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
     s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g]))), ones16);
   }
-  return iq_epilogue(half_to_f32(load_u16(blk)), ap, _mm256_mullo_epi32(hsum8(s), mult));
+  return iq_epilogue(half_to_f32(load_u16(blk)), da, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
 /// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q. Sign patterns of the
 /// 32 entries (index bits 9..15) computed in one vector.
-inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
+inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   const uint64_t* grid = tables::iq2xs_grid;
   const uint8_t* qs = blk + offsetof(BlockIQ2_XS, qs);
   const __m256i mult = odd_nibble_pairs(blk + offsetof(BlockIQ2_XS, scales));
@@ -508,7 +509,7 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap) {
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g])));
     s[g] = _mm256_madd_epi16(p, pair_spread(mult, g));
   }
-  return iq_epilogue(half_to_f32(load_u16(blk)), ap, hsum8(s));
+  return iq_epilogue(half_to_f32(load_u16(blk)), da, hsum8(s));
 }
 
 /// IQ1 weights (kIq1Weights) of four consecutive 12-bit indices (bit 11 = negative delta)
@@ -523,7 +524,7 @@ inline __m256i iq1_weights4(const uint16_t* idx) {
 /// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q) (multiplier applied to the chunk sums).
 /// The 32 kIq1Weights indices qs[4g+l] | ((qh[g] >> 3l) & 7) << 8 | (qh[g] >> 15) << 11 are formed
 /// in vectors.
-inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
+inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
   const __m128i qh8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp));
@@ -544,13 +545,13 @@ inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap) {
   __m256i s[8];
   for (int g = 0; g < 8; ++g) s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), ones16);
   const __m256i mult = odd32(_mm256_cvtepu16_epi32(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7))));
-  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), ap, _mm256_mullo_epi32(hsum8(s), mult));
+  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), da, _mm256_mullo_epi32(hsum8(s), mult));
 }
 
 /// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q). Entry i = 4g+l takes the
 /// nibble i%2 of qh[i/2]: bits 0..2 = grid index bits 8..10, bit 3 = delta sign; the 32
 /// kIq1Weights indices are formed in vectors.
-inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
+inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_M, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_M, qh);
   const uint8_t* scp = blk + offsetof(BlockIQ1_M, scales);
@@ -581,65 +582,92 @@ inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap) {
   __m256i s[8];
   for (int g = 0; g < 8; ++g)
     s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), pair_spread(mult, g));
-  return iq_epilogue(half_to_f32(dbits), ap, hsum8(s));
+  return iq_epilogue(half_to_f32(dbits), da, hsum8(s));
 }
 
 /// Row loop for the 256-element types: super-block i covers chunks 8i..8i+7 (= lane group i % 4).
-template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*)>
+template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*, __m256)>
 float row_blocks256(const void* w_row, const void* act, int64_t n) {
   const auto* wp = static_cast<const uint8_t*>(w_row);
   const auto* ap = static_cast<const uint8_t*>(act);
   Lanes acc;
   for (int64_t i = 0; i < n / 256; ++i) {
     prefetch_ahead(wp + i * kBlockBytes, kBlockBytes);
-    acc.add(i, Super(wp + i * kBlockBytes, ap + i * 8 * kActBytes));
+    const uint8_t* a8 = ap + i * 8 * kActBytes;
+    acc.add(i, Super(wp + i * kBlockBytes, a8, act_scales8(a8)));
   }
   return acc.finish();
 }
 
-float row_q2_k_plain(const void* w, const void* a, int64_t n) {
-  return row_blocks256<int(sizeof(BlockQ2_K)), q2_k_super>(w, a, n);
+/// Longest dot (chunks of 32) whose activation scales / half sums the rows kernels keep on the
+/// stack; longer rows use the one-row loops.
+constexpr int64_t kMaxChunks = 512;
+
+/// fp32 scales of the `nb` (multiple of 8) Q8_1 blocks at `ap`.
+inline void act_scales_all(const uint8_t* ap, int64_t nb, float* da) {
+  for (int64_t b = 0; b < nb; b += 8) _mm256_store_ps(da + b, act_scales8(ap + b * kActBytes));
 }
-/// Q2_K rows (RowsDotFn): the activation half sums are computed once for all rows; dot lengths
-/// above kMaxHalfSums*16 elements use the plain per-row kernel.
-constexpr int64_t kMaxHalfSums = 1024;
+
+/// Rows kernel (RowsDotFn) for the 256-element types: the activation scales are decoded once for
+/// all rows of the call.
+template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*, __m256)>
+void rows_blocks256(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(a);
+  if (n / 32 > kMaxChunks) {
+    for (int64_t r = 0; r < rows; ++r) out[r] = row_blocks256<kBlockBytes, Super>(wp + r * stride, a, n);
+    return;
+  }
+  alignas(32) float da[kMaxChunks];
+  act_scales_all(ap, n / 32, da);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = wp + r * stride;
+    Lanes acc;
+    for (int64_t i = 0; i < n / 256; ++i) {
+      prefetch_ahead(row + i * kBlockBytes, kBlockBytes);
+      acc.add(i, Super(row + i * kBlockBytes, ap + i * 8 * kActBytes, _mm256_load_ps(da + 8 * i)));
+    }
+    out[r] = acc.finish();
+  }
+}
+
+/// Q2_K rows (RowsDotFn): activation scales and half sums computed once for all rows.
 void rows_q2_k(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(a);
   constexpr int64_t kB = sizeof(BlockQ2_K);
-  if (n / 16 > kMaxHalfSums) {
-    for (int64_t r = 0; r < rows; ++r) out[r] = row_q2_k_plain(wp + r * stride, a, n);
+  if (n / 32 > kMaxChunks) {
+    for (int64_t r = 0; r < rows; ++r)
+      out[r] = row_blocks256<int(kB), q2_k_super>(wp + r * stride, a, n);
     return;
   }
-  alignas(32) int16_t hs[kMaxHalfSums];
+  alignas(32) int16_t hs[2 * kMaxChunks];
+  alignas(32) float da[kMaxChunks];
   act_half_sums(ap, n / 32, hs);
+  act_scales_all(ap, n / 32, da);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = wp + r * stride;
     Lanes acc;
     for (int64_t i = 0; i < n / 256; ++i) {
       prefetch_ahead(row + i * kB, int(kB));
-      acc.add(i, q2_k_super_hs(row + i * kB, ap + i * 8 * kActBytes, hs + 16 * i));
+      acc.add(i, q2_k_super_hs(row + i * kB, ap + i * 8 * kActBytes, hs + 16 * i, _mm256_load_ps(da + 8 * i)));
     }
     out[r] = acc.finish();
   }
 }
-float row_q2_k(const void* w, const void* a, int64_t n) {
+
+/// Row kernel (RowDotFn) = the rows kernel on one row.
+template <void (*Rows)(const void*, int64_t, int64_t, const void*, int64_t, float*)>
+float one_row(const void* w, const void* a, int64_t n) {
   float out;
-  rows_q2_k(w, 0, 1, a, n, &out);
+  Rows(w, 0, 1, a, n, &out);
   return out;
 }
-float row_iq2_xxs(const void* w, const void* a, int64_t n) {
-  return row_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super>(w, a, n);
-}
-float row_iq2_xs(const void* w, const void* a, int64_t n) {
-  return row_blocks256<int(sizeof(BlockIQ2_XS)), iq2_xs_super>(w, a, n);
-}
-float row_iq1_s(const void* w, const void* a, int64_t n) {
-  return row_blocks256<int(sizeof(BlockIQ1_S)), iq1_s_super>(w, a, n);
-}
-float row_iq1_m(const void* w, const void* a, int64_t n) {
-  return row_blocks256<int(sizeof(BlockIQ1_M)), iq1_m_super>(w, a, n);
-}
+
+constexpr auto rows_iq2_xxs = rows_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super>;
+constexpr auto rows_iq2_xs = rows_blocks256<int(sizeof(BlockIQ2_XS)), iq2_xs_super>;
+constexpr auto rows_iq1_s = rows_blocks256<int(sizeof(BlockIQ1_S)), iq1_s_super>;
+constexpr auto rows_iq1_m = rows_blocks256<int(sizeof(BlockIQ1_M)), iq1_m_super>;
 
 }  // namespace
 
@@ -647,11 +675,11 @@ RowDotFn avx2::row_dot(GgmlType type) {
   switch (type) {
     case GgmlType::Q8_0: return row_q8_0;
     case GgmlType::MXFP4: return row_mxfp4;
-    case GgmlType::Q2_K: return row_q2_k;
-    case GgmlType::IQ2_XXS: return row_iq2_xxs;
-    case GgmlType::IQ2_XS: return row_iq2_xs;
-    case GgmlType::IQ1_S: return row_iq1_s;
-    case GgmlType::IQ1_M: return row_iq1_m;
+    case GgmlType::Q2_K: return one_row<rows_q2_k>;
+    case GgmlType::IQ2_XXS: return one_row<rows_iq2_xxs>;
+    case GgmlType::IQ2_XS: return one_row<rows_iq2_xs>;
+    case GgmlType::IQ1_S: return one_row<rows_iq1_s>;
+    case GgmlType::IQ1_M: return one_row<rows_iq1_m>;
     default: return nullptr;
   }
 }
@@ -661,6 +689,10 @@ RowsDotFn avx2::rows_dot(GgmlType type) {
     case GgmlType::Q8_0: return multi_rows<kRows32, rows_q8_0<kRows32>, rows_q8_0<1>>;
     case GgmlType::MXFP4: return multi_rows<kRows32, rows_mxfp4<kRows32>, rows_mxfp4<1>>;
     case GgmlType::Q2_K: return rows_q2_k;
+    case GgmlType::IQ2_XXS: return rows_iq2_xxs;
+    case GgmlType::IQ2_XS: return rows_iq2_xs;
+    case GgmlType::IQ1_S: return rows_iq1_s;
+    case GgmlType::IQ1_M: return rows_iq1_m;
     default: return nullptr;
   }
 }

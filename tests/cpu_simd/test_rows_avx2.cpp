@@ -1,7 +1,8 @@
 // tests/cpu_simd/test_rows_avx2.cpp — the AVX2 multi-row kernels (dot_dispatch.h RowsDotFn, used by
 // matvec_q8_1 per row chunk) against the scalar reference: for every expert type that has one,
 // row counts that are and are not multiples of the kernel's row group (1..13), row strides equal
-// to and larger than the row size, dot lengths with and without a partial 8-chunk tail, sane and
+// to and larger than the row size, dot lengths with and without a partial 8-chunk tail (and one
+// past the kernels' on-stack activation tables, 16640), sane and
 // fully random weight bytes — every output bit-identical to the scalar vec_dot_q8_1 of its row.
 #include <gtest/gtest.h>
 
@@ -92,7 +93,7 @@ TEST(CpuSimdRows, BitIdenticalToScalarForEveryRowCountStrideAndLength) {
     if (cpu::simd_rows_dot(t) == nullptr) continue;
     ++tested_types;
     const std::vector<int64_t> cols = is_32_block(t) ? std::vector<int64_t>{32, 96, 256, 288, 2048 + 160}
-                                                     : std::vector<int64_t>{256, 768, 2048};
+                                                     : std::vector<int64_t>{256, 768, 2048, 16384 + 256};
     for (int64_t c : cols)
       for (int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 13})
         for (int64_t pad : {0, 40})
@@ -103,7 +104,7 @@ TEST(CpuSimdRows, BitIdenticalToScalarForEveryRowCountStrideAndLength) {
 
 TEST(CpuSimdRows, MultiRowKernelsExistWhereExpected) {
   if (!cpu::cpu_avx2_usable()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: AVX2 kernels cannot run here";
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::MXFP4})
+  for (GgmlType t : bench::expert_types())
     EXPECT_NE(cpu::simd_rows_dot(t), nullptr) << ggml_type_name(uint32_t(t));
   AutoModeGuard guard;
   cpu::set_simd_mode(cpu::SimdMode::ForceScalar);
