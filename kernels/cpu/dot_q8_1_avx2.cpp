@@ -155,13 +155,15 @@ inline __m256i ksigns_bytes(__m256i s7) {
   return _mm256_or_si256(s7, _mm256_xor_si256(_mm256_shuffle_epi8(par, lo), _mm256_shuffle_epi8(par, hi)));
 }
 
-/// +1 / -1 bytes of four 8-element entries from their 8-bit sign patterns (byte l of `ks4` =
-/// entry l; bit j set = element j negative): qword l = the signs of entry l.
-inline __m256i sign_vec(uint32_t ks4) {
+/// +1 / -1 bytes of four 8-element entries from their 8-bit sign patterns (byte l of the dword at
+/// `ks4` = entry l; bit j set = element j negative): qword l = the signs of entry l. The dword is
+/// broadcast straight from memory (a load, no shuffle-port work).
+inline __m256i sign_vec(const uint32_t* ks4) {
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201u));
-  const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32(int(ks4)), spread);
+  const __m256i b = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(ks4)));
+  const __m256i x = _mm256_shuffle_epi8(b, spread);
   return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit), _mm256_set1_epi8(1));
 }
 
@@ -482,7 +484,7 @@ inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   for (int g = 0; g < 8; ++g) {
     const uint32_t a0 = load_u32(qs + 8 * g);
     const __m256i w = gather4_u64(grid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
-    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g]))), ones16);
+    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks + g))), ones16);
   }
   return iq_epilogue(half_to_f32(load_u16(blk)), da, _mm256_mullo_epi32(hsum8(s), mult));
 }
@@ -506,7 +508,7 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
     std::memcpy(&e, qs + 8 * g, 8);
     const __m256i w = gather4_u64(grid, uint32_t(e & 511), uint32_t((e >> 16) & 511), uint32_t((e >> 32) & 511),
                                   uint32_t((e >> 48) & 511));
-    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks[g])));
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks + g)));
     s[g] = _mm256_madd_epi16(p, pair_spread(mult, g));
   }
   return iq_epilogue(half_to_f32(load_u16(blk)), da, hsum8(s));
