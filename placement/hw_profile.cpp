@@ -1,6 +1,8 @@
 // placement/hw_profile.cpp — hardware profile JSON parsing and validation.
 #include "placement/hw_profile.h"
 
+#include "placement/json_text.h"
+
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -184,8 +186,7 @@ Result<void> validate_hw_profile(const HwProfile& p, const std::string& source) 
 }
 
 Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& source) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Error{source + ": malformed JSON"};
+  DS4_TRY(json root, parse_json_text(text, source));
   if (!root.is_object()) return Error{source + ": expected a JSON object at the top level"};
   ObjReader r(root, source);
   HwProfile p;

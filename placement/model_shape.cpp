@@ -1,6 +1,8 @@
 // placement/model_shape.cpp — built-in DeepSeek-V4-Flash shape and the model config JSON loader.
 #include "placement/model_shape.h"
 
+#include "placement/json_text.h"
+
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -112,8 +114,7 @@ Result<ModelShape> load_model_shape(const std::string& path) {
   if (!in) return Error{path + ": cannot open model config"};
   std::stringstream ss;
   ss << in.rdbuf();
-  json root = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Error{path + ": malformed JSON"};
+  DS4_TRY(json root, parse_json_text(ss.str(), path));
   if (!root.is_object()) return Error{path + ": expected a JSON object at the top level"};
   const json* j = &root;
   for (const char* nest : {"model", "config"})

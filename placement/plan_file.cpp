@@ -1,6 +1,8 @@
 // placement/plan_file.cpp — read_plan_file and plan_bytes_for_routing (see plan_file.h).
 #include "placement/plan_file.h"
 
+#include "placement/json_text.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -54,8 +56,8 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
   if (!in) return Error{path + ": cannot open plan file"};
   std::stringstream ss;
   ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Error{path + ": malformed JSON (expected a ds4-placement-plan object)"};
+  DS4_TRY(const json j, parse_json_text(ss.str(), path));
+  if (!j.is_object()) return Error{path + ": expected a ds4-placement-plan object, found " + std::string(j.type_name())};
   const std::string& w = path;
   // Model shape first: a plan for another model is refused with the counts.
   if (!j.contains("model") || !j["model"].is_object()) return Error{w + ": model: expected an object, found nothing"};

@@ -1,6 +1,8 @@
 // placement/plan_report.cpp — dry-run tables and the plan JSON.
 #include "placement/plan_report.h"
 
+#include "placement/json_text.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -217,8 +219,7 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
   if (!in) return Error{path + ": cannot open plan file"};
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) return Error{path + ": malformed JSON"};
+  DS4_TRY(json j, parse_json_text(ss.str(), path));
   if (!j.is_object() || j.value("format", std::string()) != "ds4-placement-plan")
     return Error{path + ": expected \"format\": \"ds4-placement-plan\""};
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)

@@ -1,6 +1,8 @@
 // placement/routing_stats.cpp — routing priors and the statistics file reader/writer.
 #include "placement/routing_stats.h"
 
+#include "placement/json_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -77,8 +79,7 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
   if (!in) return Error{path + ": cannot open routing statistics"};
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) return Error{path + ": malformed JSON"};
+  DS4_TRY(json j, parse_json_text(ss.str(), path));
   if (!j.is_object() || j.value("format", std::string()) != "ds4-routing-stats")
     return Error{path + ": expected \"format\": \"ds4-routing-stats\""};
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)

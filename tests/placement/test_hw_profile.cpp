@@ -6,6 +6,7 @@
 
 #include "placement/hw_profile.h"
 #include "placement/topology.h"
+#include "staging/h2d_probe.h"
 #include "tests/support/test_env.h"
 
 namespace ds4::placement {
@@ -114,7 +115,13 @@ TEST(HwProfile, BadReferencesAndCapacities) {
 TEST(HwProfile, MalformedAndMissingFile) {
   auto r = parse_hw_profile("{\"name\": ", "x.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "x.json: malformed JSON");
+  EXPECT_EQ(r.error().message.rfind("x.json: malformed JSON at line 1, column 10: syntax error", 0), 0u)
+      << r.error().message;
+  // A missing comma on line 3: the position is the last byte of the unexpected token ("x" ends at
+  // column 5), as nlohmann reports it.
+  auto r3 = parse_hw_profile("{\n  \"name\": \"a\"\n  \"x\": 1}", "y.json");
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.error().message.rfind("y.json: malformed JSON at line 3, column 5:", 0), 0u) << r3.error().message;
   auto f = load_hw_profile("/nonexistent/profile.json");
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("/nonexistent/profile.json: cannot open"), std::string::npos);
@@ -133,14 +140,21 @@ TEST(Topology, DiscoversThisMachine) {
   for (const auto& d : t->devices) EXPECT_EQ(d.bus_id.size(), 12u) << d.bus_id;  // dddd:bb:dd.f
   bool gpu = false;
   for (const auto& d : t->devices) gpu = gpu || d.kind == PciDevice::Kind::Gpu;
-  auto p = discover_hw_profile();
-  if (gpu) {
-    ASSERT_FALSE(p.ok());  // VRAM unknown without CUDA: the error asks for --hw
+  auto p = discover_hw_profile(uint64_t(16) << 20);
+  if (gpu && !staging::h2d_probe_available()) {
+    ASSERT_FALSE(p.ok());  // VRAM unknown without a CUDA device: the error asks for --hw
     EXPECT_NE(p.error().message.find("GPU"), std::string::npos);
+    EXPECT_NE(p.error().message.find(staging::h2d_probe_unavailable_reason()), std::string::npos) << p.error().message;
     return;
   }
   ASSERT_TRUE(p.ok()) << p.error().message;
-  EXPECT_TRUE(p->gpus.empty());
+  if (staging::h2d_probe_available()) {
+    EXPECT_FALSE(p->gpus.empty());  // every CUDA device measured
+  } else {
+    EXPECT_TRUE(p->gpus.empty());
+    EXPECT_NE(p->description.find("No GPU probed: " + staging::h2d_probe_unavailable_reason()), std::string::npos)
+        << p->description;
+  }
   EXPECT_GT(p->nodes[0].mem_read_gbps, 0.05);
   // The discovered profile survives its own JSON format.
   auto again = parse_hw_profile(hw_profile_to_json(p.value()), "discovered.json");
