@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/cli_run.h"
 #include "support/test_env.h"
 
 namespace {
@@ -21,23 +22,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Out {
-  int code = -1;
-  std::string out;
-};
+using Out = ds4::test::CliOut;
 
 /// Runs ds4-offload with `args`; stdout only unless `merge_stderr`.
 Out run(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Out o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
+  return ds4::test::run_cli(DS4_OFFLOAD_EXE, args, merge_stderr);
 }
 
 fs::path fixture() { return ds4::test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
@@ -72,9 +61,9 @@ int csv_fields(const std::string& l) {
 TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
   REQUIRE_FIXTURE();
   const Out o = run(bench_args("json"));
-  ASSERT_EQ(o.code, 0) << o.out;
-  const json j = json::parse(o.out);
-  ASSERT_EQ(j.at("results").size(), 2u) << o.out;
+  ASSERT_EQ(o.code, 0) << o.text;
+  const json j = json::parse(o.text);
+  ASSERT_EQ(j.at("results").size(), 2u) << o.text;
   const json& pp = j["results"][0];
   const json& tg = j["results"][1];
   EXPECT_EQ(pp.at("test"), "pp16");
@@ -101,9 +90,9 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
 TEST(BenchCli, CsvRowsMatchTheHeader) {
   REQUIRE_FIXTURE();
   const Out o = run(bench_args("csv"));
-  ASSERT_EQ(o.code, 0) << o.out;
-  const auto ls = lines(o.out);
-  ASSERT_EQ(ls.size(), 3u) << o.out;
+  ASSERT_EQ(o.code, 0) << o.text;
+  const auto ls = lines(o.text);
+  ASSERT_EQ(ls.size(), 3u) << o.text;
   EXPECT_EQ(ls[0].rfind("model,size,params,backend,threads,", 0), 0u) << ls[0];
   const int cols = csv_fields(ls[0]);
   EXPECT_GE(cols, 20);
@@ -115,11 +104,11 @@ TEST(BenchCli, CsvRowsMatchTheHeader) {
 TEST(BenchCli, MarkdownTableRowsMatchTheHeader) {
   REQUIRE_FIXTURE();
   const Out o = run(bench_args("md"));
-  ASSERT_EQ(o.code, 0) << o.out;
+  ASSERT_EQ(o.code, 0) << o.text;
   std::vector<std::string> table;
-  for (const auto& l : lines(o.out))
+  for (const auto& l : lines(o.text))
     if (l[0] == '|') table.push_back(l);
-  ASSERT_EQ(table.size(), 4u) << o.out;  // header, separator, pp16, tg4 @ d16
+  ASSERT_EQ(table.size(), 4u) << o.text;  // header, separator, pp16, tg4 @ d16
   auto pipes = [](const std::string& l) { return std::count(l.begin(), l.end(), '|'); };
   EXPECT_NE(table[0].find("| t/s |"), std::string::npos) << table[0];
   for (const auto& l : table) EXPECT_EQ(pipes(l), pipes(table[0])) << l;
@@ -142,11 +131,11 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
   };
   for (const auto& [args, msg] : cases) {
     const Out o = run(args + " --probe-mib 16", true);
-    EXPECT_EQ(o.code, 1) << args << "\n" << o.out;
-    EXPECT_NE(o.out.find(msg), std::string::npos) << args << "\n" << o.out;
+    EXPECT_EQ(o.code, 1) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find(msg), std::string::npos) << args << "\n" << o.text;
     int error_lines = 0;
-    for (const auto& l : lines(o.out)) error_lines += l.find("error") != std::string::npos;
-    EXPECT_EQ(error_lines, 1) << args << "\n" << o.out;
+    for (const auto& l : lines(o.text)) error_lines += l.find("error") != std::string::npos;
+    EXPECT_EQ(error_lines, 1) << args << "\n" << o.text;
   }
 }
 
@@ -160,13 +149,13 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   fs::copy_file(fixture(), model);
   const std::string d = "'" + dir.string() + "/";
   Out o = run("plan --probe --probe-dir " + d + "' --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " + d + "hw.json'", true);
-  ASSERT_EQ(o.code, 0) << o.out;
+  ASSERT_EQ(o.code, 0) << o.text;
   o = run("plan -m " + d + "tiny.gguf' --hw " + d + "hw.json' --ctx 512 --chunk 64 --emulate-gpu-kib 1024 "
           "--host-cap-kib 2048 --json " + d + "plan.json'", true);
-  ASSERT_EQ(o.code, 0) << o.out;
+  ASSERT_EQ(o.code, 0) << o.text;
   o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o json");
-  ASSERT_EQ(o.code, 0) << o.out;
-  const json j = json::parse(o.out);
+  ASSERT_EQ(o.code, 0) << o.text;
+  const json j = json::parse(o.text);
   EXPECT_EQ(j.at("metadata").at("placement").get<std::string>().rfind("plan ", 0), 0u);
   const json& tg = j.at("results").at(1);
   EXPECT_GT(tg.at("bytes_per_token_staged").get<double>(), 0.0) << tg.dump();
@@ -176,19 +165,19 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
 
 TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {
   const Out o = run("bench --probe --probe-mib 16 --probe-out /nonexistent-ds4-dir/probe.json", true);
-  EXPECT_EQ(o.code, 1) << o.out;
-  EXPECT_NE(o.out.find("folder '/nonexistent-ds4-dir' does not exist"), std::string::npos) << o.out;
-  EXPECT_EQ(o.out.find("GB/s"), std::string::npos) << "probed before refusing:\n" << o.out;
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("folder '/nonexistent-ds4-dir' does not exist"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("GB/s"), std::string::npos) << "probed before refusing:\n" << o.text;
   const Out d = run("bench --probe --probe-mib 16 --probe-out /tmp", true);
-  EXPECT_EQ(d.code, 1) << d.out;
-  EXPECT_NE(d.out.find("expected a file path, found the directory"), std::string::npos) << d.out;
+  EXPECT_EQ(d.code, 1) << d.text;
+  EXPECT_NE(d.text.find("expected a file path, found the directory"), std::string::npos) << d.text;
 }
 
 TEST(BenchCli, ProbeReportsHostBandwidth) {
   const fs::path out = ds4::test::scratch_dir("bench_probe") / "probe.json";
   const Out o = run("bench --probe --probe-mib 16 -o json --probe-out '" + out.string() + "'");
-  ASSERT_EQ(o.code, 0) << o.out;
-  const json j = json::parse(o.out);
+  ASSERT_EQ(o.code, 0) << o.text;
+  const json j = json::parse(o.text);
   EXPECT_GT(j.at("host_read_GBps").get<double>(), 0.0);
   EXPECT_GT(j.at("host_memcpy_GBps").get<double>(), 0.0);
   EXPECT_EQ(j.at("buffer_MiB"), 16);

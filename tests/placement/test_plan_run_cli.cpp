@@ -33,6 +33,7 @@
 
 #include "placement/plan_file.h"
 #include "placement/routing_stats.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/test_env.h"
 
 namespace ds4 {
@@ -40,23 +41,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Out {
-  int code = -1;
-  std::string text;
-};
+using Out = test::CliOut;
 
 // Runs ds4-offload with `args`; stdout (and stderr unless `stdout_only`) captured.
 Out sh(const std::string& args, bool stdout_only = false) {
-  std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  Out o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
+  return test::run_cli(DS4_OFFLOAD_EXE, args, /*merge_stderr=*/!stdout_only);
 }
 
 std::string q(const fs::path& p) {
