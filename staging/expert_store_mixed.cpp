@@ -219,17 +219,7 @@ class MixedExpertStore final : public ExpertStore {
     c.act_host = act_[1].get();
     c.act_cpu = act_[2].get();
     c.act_nvme = act_[3].get();
-    if (cache_) {
-      const CacheStats& s = cache_->stats();
-      c.cache_hits = s.hits;
-      c.cache_misses = s.misses;
-      c.cache_bypass = s.bypass;
-      c.cache_evictions = s.evictions;
-    }
-    if (reader_) {
-      c.has_reader = true;
-      c.reader = reader_->counters();
-    }
+    add_cache_and_reader_counters(&c, cache_.get(), reader_.get());
     return c;
   }
 

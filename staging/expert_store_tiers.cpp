@@ -188,17 +188,7 @@ class TieredExpertStore final : public ExpertStore {
     c.act_vram = act_vram_;
     c.act_host = act_host_;
     c.act_nvme = act_nvme_;
-    if (cache_) {
-      const CacheStats& s = cache_->stats();
-      c.cache_hits = s.hits;
-      c.cache_misses = s.misses;
-      c.cache_bypass = s.bypass;
-      c.cache_evictions = s.evictions;
-    }
-    if (reader_) {
-      c.has_reader = true;
-      c.reader = reader_->counters();
-    }
+    add_cache_and_reader_counters(&c, cache_.get(), reader_.get());
     return c;
   }
 

@@ -1,8 +1,11 @@
-// staging/staging_counters.cpp — StagingCounters::summary.
+// staging/staging_counters.cpp — StagingCounters::summary and the cache/reader counter copy.
+#include "staging/staging_counters.h"
+
 #include <cstdio>
 
+#include "staging/expert_cache.h"
 #include "staging/memory_limits.h"
-#include "staging/staging_counters.h"
+#include "staging/nvme_reader.h"
 
 namespace ds4::staging {
 
@@ -47,6 +50,20 @@ std::string StagingCounters::summary() const {
     s += "\nnvme reader backend: " + r.backend_reason;
   }
   return s;
+}
+
+void add_cache_and_reader_counters(StagingCounters* c, const ExpertCache* cache, const NvmeReader* reader) {
+  if (cache) {
+    const CacheStats& s = cache->stats();
+    c->cache_hits = s.hits;
+    c->cache_misses = s.misses;
+    c->cache_bypass = s.bypass;
+    c->cache_evictions = s.evictions;
+  }
+  if (reader) {
+    c->has_reader = true;
+    c->reader = reader->counters();
+  }
 }
 
 }  // namespace ds4::staging

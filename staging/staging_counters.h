@@ -49,4 +49,11 @@ struct StagingCounters {
   std::string summary() const;
 };
 
+class ExpertCache;  // staging/expert_cache.h
+class NvmeReader;   // staging/nvme_reader.h
+
+/// Copies the cache's hit/miss/bypass/eviction counts and the reader's counters into `c`; either
+/// may be null (nothing copied for it).
+void add_cache_and_reader_counters(StagingCounters* c, const ExpertCache* cache, const NvmeReader* reader);
+
 }  // namespace ds4::staging
