@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# scripts/bench_ggml_compare.sh — our CPU expert kernels vs ggml's on the same machine, same shapes,
+# same minutes. NOT part of scripts/test.sh or CI (it downloads and builds ggml: minutes).
+#
+# 1. Gets the llama.cpp source as the llama-cpp-python sdist from PyPI (pip download, cached in
+#    $DS4_GGML_CACHE, never in git) or uses $DS4_LLAMA_CPP_SRC (a llama.cpp checkout).
+# 2. Builds only ggml's CPU library (GGML_NATIVE=ON; no llama, tests, examples or GPU backends)
+#    and our driver bench/ggml_compare/ggml_matvec.cpp (ggml_mul_mat of a 4096x2048 / 2048x4096
+#    weight of each type with one activation column through ggml's public API).
+# 3. Builds our bench_cpu_kernels and runs both alternately ($DS4_COMPARE_ROUNDS rounds, median
+#    per case), then prints GB/s side by side with the load average.
+#
+# Environment:
+#   DS4_GGML_CACHE      cache folder (default ${XDG_CACHE_HOME:-~/.cache}/ds4-ggml-compare)
+#   DS4_LLAMA_CPP_SRC   use this llama.cpp source tree instead of downloading the sdist
+#   DS4_LCP_VERSION     llama-cpp-python version to download (default: newest)
+#   DS4_PIP             pip to use (default .venv/bin/pip, else python3 -m pip)
+#   DS4_GGML_OPENMP     ON/OFF: ggml threads by OpenMP or by its own threadpool (default OFF)
+#   DS4_GGML_BUILD      ggml build folder (default $DS4_GGML_CACHE/build-openmp-<ON|OFF>)
+#   DS4_BUILD           our build folder (default build-ggml-compare; configured if missing)
+#   DS4_COMPARE_ROUNDS  alternating rounds (default 3); DS4_COMPARE_MIN_TIME seconds per case (0.3)
+#   DS4_COMPARE_TYPES   comma list of ggml type names (default q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${DS4_GGML_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ds4-ggml-compare}"
+OPENMP="${DS4_GGML_OPENMP:-OFF}"
+BUILD="${DS4_BUILD:-$ROOT/build-ggml-compare}"
+ROUNDS="${DS4_COMPARE_ROUNDS:-3}"
+MIN_TIME="${DS4_COMPARE_MIN_TIME:-0.3}"
+TYPES="${DS4_COMPARE_TYPES:-q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4}"
+THREADS="$(nproc)"
+mkdir -p "$CACHE"
+
+# ---- 1. llama.cpp source ----
+if [[ -n "${DS4_LLAMA_CPP_SRC:-}" ]]; then
+  SRC="$DS4_LLAMA_CPP_SRC"
+else
+  SRC="$(ls -d "$CACHE"/src/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | sort -V | tail -n 1 || true)"
+  if [[ -z "$SRC" ]]; then
+    if [[ -n "${DS4_PIP:-}" ]]; then PIP=($DS4_PIP)
+    elif [[ -x "$ROOT/.venv/bin/pip" ]]; then PIP=("$ROOT/.venv/bin/pip")
+    else PIP=(python3 -m pip); fi
+    spec="llama-cpp-python${DS4_LCP_VERSION:+==$DS4_LCP_VERSION}"
+    echo "fetching $spec sdist into $CACHE/sdist ..." >&2
+    "${PIP[@]}" download --no-deps --no-binary :all: "$spec" -d "$CACHE/sdist" >&2
+    tarball="$(ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz | sort -V | tail -n 1)"
+    mkdir -p "$CACHE/src"
+    tar -xzf "$tarball" -C "$CACHE/src"
+    SRC="$(ls -d "$CACHE"/src/llama_cpp_python-*/vendor/llama.cpp | sort -V | tail -n 1)"
+  fi
+fi
+[[ -f "$SRC/ggml/CMakeLists.txt" ]] || { echo "bench_ggml_compare: no ggml source at $SRC/ggml" >&2; exit 1; }
+
+# ---- 2. ggml CPU library + our driver ----
+GBUILD="${DS4_GGML_BUILD:-$CACHE/build-openmp-$OPENMP}"
+cmake -S "$ROOT/bench/ggml_compare" -B "$GBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DDS4_GGML_SRC="$SRC/ggml" -DGGML_OPENMP="$OPENMP" >"$CACHE/configure.log" 2>&1 ||
+  { tail -n 30 "$CACHE/configure.log" >&2; exit 1; }
+cmake --build "$GBUILD" -j "$THREADS" --target ggml_matvec >"$CACHE/build.log" 2>&1 ||
+  { tail -n 30 "$CACHE/build.log" >&2; exit 1; }
+
+# ---- 3. our benchmark ----
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=OFF -DDS4_BUILD_BENCH=ON >&2
+fi
+cmake --build "$BUILD" -j "$THREADS" --target bench_cpu_kernels >&2
+
+# Our bench names types as ggml does (Q8_0, IQ2_XXS, ...); filter on the requested ones.
+OURS_RE="$(python3 -c "import sys; print('|'.join(t.upper() for t in sys.argv[1].split(',')))" "$TYPES")"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "load average before: $(load)" >"$OUT/load"
+for ((r = 1; r <= ROUNDS; r++)); do
+  for t in 1 "$THREADS"; do
+    "$GBUILD/ggml_matvec" --threads "$t" --types "$TYPES" --min-time "$MIN_TIME" --reps 1 >>"$OUT/ggml.csv"
+  done
+  "$BUILD/bench/bench_cpu_kernels" --benchmark_filter="^($OURS_RE)/.*/avx2/" --benchmark_min_time="$MIN_TIME" \
+    --benchmark_format=json >"$OUT/ours.$r.json" 2>"$OUT/ours.$r.err"
+  echo "load average after round $r: $(load)" >>"$OUT/load"
+done
+
+python3 - "$OUT" "$ROUNDS" "$OPENMP" "$(uname -n)" <<'EOF'
+import csv, glob, json, statistics, sys
+out, rounds, openmp, host = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ggml, vdt = {}, {}
+for row in csv.reader(open(f"{out}/ggml.csv")):
+    _, typ, shape, rows, cols, th, mode, vd, gbps, ms = row
+    key = (typ.upper(), shape, int(th), mode)
+    ggml.setdefault(key, []).append(float(gbps))
+    vdt[typ.upper()] = vd
+ours, ctx = {}, {}
+for f in sorted(glob.glob(f"{out}/ours.*.json")):
+    d = json.load(open(f))
+    ctx = d.get("context", ctx)
+    for b in d["benchmarks"]:
+        # e.g. Q8_0/expert_down_4096x2048/b1/avx2/t2/cold/real_time
+        p = b["name"].split("/")
+        key = (p[0], p[1], int(p[4][1:]), p[5])
+        ours.setdefault(key, []).append(float(b["GBps"]))
+med = lambda v: statistics.median(v) if v else float("nan")
+print(f"host {host}; ggml threads via {'OpenMP' if openmp == 'ON' else 'its own threadpool'}; "
+      f"{rounds} alternating rounds, median GB/s of weight bytes (1e9 B/s)")
+print("probe (ours, start of each bench run, last):", ctx.get("host_memory_bandwidth", "?"))
+print(open(f"{out}/load").read().strip())
+print("ggml: activations quantized inside the timed mul_mat to the type's vec_dot_type "
+      "(" + ", ".join(f"{t}->{v}" for t, v in sorted(vdt.items())) + "); weights from ggml's quantizer on N(0,1)")
+print("ours: Q8_1 activations quantized once outside the timing (as the engine does per token); "
+      "random weight bytes with sane scales; AVX2 kernels (ggml: -march=native)")
+print()
+print("| type | shape | threads | mode | ggml GB/s | ours GB/s | ours / ggml |")
+print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
+for key in sorted(set(ggml) & set(ours), key=lambda k: (k[0], k[1], k[2], k[3])):
+    g, o = med(ggml[key]), med(ours[key])
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g:.2f} | {o:.2f} | {o / g:.2f}x |")
+EOF
