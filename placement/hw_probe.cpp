@@ -190,10 +190,12 @@ Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
   if (o.mem_bytes < (int64_t(16) << 20)) return Error{"probe: memory buffer must be >= 16 MiB"};
   if (o.threads < 0 || o.repeats < 1) return Error{"probe: threads must be >= 0 and repeats >= 1"};
   if (o.nvme_bytes != 0 && o.nvme_bytes < (int64_t(8) << 20)) return Error{"probe: NVMe file must be >= 8 MiB (or 0 to skip)"};
-  // Starts from the discovered profile (capacities, NVMe locality, estimates) and replaces rates.
-  DS4_TRY(HwProfile p, discover_hw_profile());
+  if (o.h2d_bytes < 0) return Error{"probe: H2D copy size must be >= 0 (0 = skip GPUs)"};
+  // Starts from the discovered host profile (capacities, NVMe locality, estimates), replaces rates.
+  DS4_TRY(Topology topo_info, discover_topology());
   HwProbeResult r;
-  r.gpu_note = "no GPU found (and this build has no CUDA backend): GPU list empty";
+  DS4_TRY(r.gpu, probe_gpu_links(topo_info, uint64_t(o.h2d_bytes), std::max(3, o.repeats)));
+  DS4_TRY(HwProfile p, discover_host_profile(topo_info));
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) return Error{"hwloc: topology load failed"};
   const int n_nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
@@ -221,7 +223,8 @@ Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
     n.cpu_expert_gbps["default"] = slowest > 0 ? slowest : 0.5 * m.read_gbps;
     min_copy = min_copy == 0 ? m.copy_gbps : std::min(min_copy, m.copy_gbps);
   }
-  p.pageable_h2d_gbps = min_copy;  // no GPU: a pageable copy is at best a host memcpy
+  p.pageable_h2d_gbps = min_copy;  // without a GPU figure: a pageable copy is at best a host memcpy
+  if (r.gpu.probed) apply_gpu_link_profile(r.gpu.profile, &p);  // measured pageable H2D replaces it
   if (o.nvme_bytes > 0) {
     DS4_TRY(r.nvme, probe_nvme(o));
     NvmeProfile nv;
@@ -233,17 +236,18 @@ Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& o) {
   char desc[768];
   std::snprintf(desc, sizeof desc,
                 "Probed by `ds4-offload plan --probe`: per-node streaming read and memcpy (%lld MiB, %s), NVMe %s. "
-                "CPU expert rate: %s. Estimated: 16 GFLOP/s per core for prefill, latencies, all-reduce, "
-                "inter-socket cap; pageable_h2d = host memcpy (no GPU).",
+                "CPU expert rate: %s. Estimated: 16 GFLOP/s per core for prefill, latencies, all-reduce%s%s.",
                 (long long)(o.mem_bytes >> 20),
                 std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeProbe& m) { return m.bound; })
                     ? "threads+memory bound per node" : "binding refused on some node",
                 o.nvme_bytes > 0 ? "file read measured through the staging reader" : "not probed (estimate)",
                 r.nodes.empty() || r.nodes[0].expert_gbps.empty()
                     ? "estimated as 50% of read"
-                    : "measured matvec_q8_1 per type (4096 columns, bound threads), default = slowest type");
+                    : "measured matvec_q8_1 per type (4096 columns, bound threads), default = slowest type",
+                r.gpu.probed && r.gpu.profile.inter_socket_gbps > 0 ? "" : ", inter-socket cap",
+                r.gpu.probed ? "" : "; pageable_h2d = host memcpy (no GPU probed)");
   p.name = "probed machine";
-  p.description = desc;
+  p.description = std::string(desc) + " " + describe_gpu_links(r.gpu);
   DS4_TRY_VOID(validate_hw_profile(p, "probed profile"));
   r.profile = std::move(p);
   return r;
@@ -273,7 +277,26 @@ std::string format_probe(const HwProbeResult& r) {
   } else {
     s += "nvme: not probed\n";
   }
-  s += "gpu: " + r.gpu_note + "\n";
+  if (!r.gpu.probed) {
+    s += "gpu: none probed: " + r.gpu.why_not + (r.gpu.hwloc_gpus ? "" : " (hwloc sees no GPU)") + "\n";
+    return s;
+  }
+  for (const auto& l : r.gpu.raw.links) {
+    const std::string from = l.numa_node >= 0 ? "node " + std::to_string(l.numa_node) : "unbound memory";
+    std::snprintf(line, sizeof line, "gpu %d %s (%s, %.1f GiB) from %s: pinned %.2f GB/s  pageable %.2f GB/s\n", l.gpu,
+                  l.name.c_str(), l.pci_bus_id.c_str(), double(l.vram_bytes) / double(int64_t(1) << 30), from.c_str(),
+                  l.pinned_gbps, l.pageable_gbps);
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "gpu: all %zu GPU(s) at once (pinned): %.2f GB/s\n", r.gpu.profile.gpus.size(),
+                r.gpu.raw.all_gpus_gbps);
+  s += line;
+  for (const auto& g : r.gpu.profile.gpus) {
+    std::snprintf(line, sizeof line, "gpu %s: node %d, h2d %.2f GB/s (local pinned)\n", g.pci_bus_id.c_str(),
+                  g.numa_node, g.h2d_gbps);
+    s += line;
+  }
+  for (const auto& n : r.gpu.profile.notes) s += "gpu note: " + n + "\n";
   return s;
 }
 

@@ -4,12 +4,14 @@
 // Measured: per NUMA node, streaming read and memcpy bandwidth with threads bound to the node's
 // cores and the buffer bound to its memory (hwloc; where binding is refused the run is unbound and
 // says so); NVMe read bandwidth of a temporary file read through staging::NvmeReader (O_DIRECT,
-// io_uring or the pread pool, the same path expert staging uses). GPU H2D (pinned/pageable) needs
-// the CUDA backend: a CPU-only build lists no GPU and a machine with GPUs is an error, as in
-// discover_hw_profile(). CPU expert rate per ggml type: batch-1 matvec_q8_1 (kernels/cpu/quant_ref.h,
+// io_uring or the pread pool, the same path expert staging uses); GPU H2D per GPU from each node,
+// pinned and pageable, and all GPUs at once (gpu_link_probe.h; CUDA build with a device, else the
+// GPU list is empty and the result says why; GPUs seen by hwloc that cannot be probed are an
+// error, as in discover_hw_profile()). CPU expert rate per ggml type: batch-1 matvec_q8_1 (kernels/cpu/quant_ref.h,
 // the engine's CPU expert path) over expert-shaped matrices (4096 columns) filling the node buffer,
 // one bound thread per core, GB/s of weight bytes; "default" = the slowest type measured.
-// Still estimated (listed in the profile description): prefill GFLOP/s, latencies, all-reduce.
+// Still estimated (listed in the profile description): prefill GFLOP/s, latencies, all-reduce,
+// GPU memory bandwidth / kernel efficiency / TFLOP/s (gpu_estimates.h).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "placement/gpu_link_probe.h"
 #include "placement/hw_profile.h"
 
 namespace ds4::placement {
@@ -29,6 +32,7 @@ struct HwProbeOptions {
   int repeats = 3;                          ///< timed passes, best kept (STREAM convention)
   int64_t nvme_bytes = int64_t(256) << 20;  ///< temporary file size (>= 8 MiB); 0 = skip NVMe
   std::string nvme_dir = ".";               ///< where the temporary file is written (then deleted)
+  int64_t h2d_bytes = int64_t(256) << 20;   ///< bytes per timed H2D copy; 0 = skip GPUs
   /// ggml types whose CPU expert matvec rate is measured (those the CPU kernels cannot quantize or
   /// dot with Q8_1 are skipped); empty = none (CPU expert rate estimated as 50% of read).
   std::vector<std::string> expert_types = {"IQ2_XXS", "Q2_K", "IQ1_M", "MXFP4", "Q4_K", "Q8_0"};
@@ -59,15 +63,16 @@ struct NvmeProbe {
 struct HwProbeResult {
   std::vector<NodeProbe> nodes;
   NvmeProbe nvme;
-  std::string gpu_note;     ///< why the GPU list is what it is
+  GpuLinkProbe gpu;         ///< the H2D figures, or why no GPU was probed
   HwProfile profile;        ///< validated; description lists what is measured and what is estimated
 };
 
-/// Runs the probe. Errors: hwloc discovery fails, GPUs present without the CUDA backend, options
-/// out of range, the temporary file cannot be written/read (message names the path).
+/// Runs the probe. Errors: hwloc discovery fails, GPUs present that cannot be probed (CPU-only
+/// build or no CUDA device; not when h2d_bytes == 0), an H2D probe failure, options out of range, the temporary file cannot be written/read (message names the path).
 Result<HwProbeResult> probe_hw_profile(const HwProbeOptions& opts);
 
-/// Human-readable summary of a probe (several lines).
+/// Human-readable summary of a probe: one line per node, the NVMe line, then one line per GPU x
+/// source node (pinned/pageable GB/s), the all-GPUs line and notes, or "gpu: none probed: <why>".
 std::string format_probe(const HwProbeResult& r);
 
 }  // namespace ds4::placement

@@ -12,6 +12,8 @@
 
 #include <hwloc.h>
 
+#include "placement/gpu_link_probe.h"
+
 namespace ds4::placement {
 
 Result<Topology> discover_topology() {
@@ -89,13 +91,8 @@ double probe_memory_read_gbps(int64_t bytes, int threads) {
   return best;
 }
 
-Result<HwProfile> discover_hw_profile() {
-  DS4_TRY(Topology t, discover_topology());
-  int n_gpus = 0;
-  for (const auto& d : t.devices) n_gpus += d.kind == PciDevice::Kind::Gpu;
-  if (n_gpus > 0)
-    return Error{"hwloc found " + std::to_string(n_gpus) +
-                 " GPU(s) but their VRAM and copy bandwidth are unknown without the CUDA backend"};
+Result<HwProfile> discover_host_profile(const Topology& t) {
+  if (t.nodes.empty()) return Error{"hwloc: no NUMA node found"};
   HwProfile p;
   int cores = 0;
   int64_t mem = 0;
@@ -103,7 +100,7 @@ Result<HwProfile> discover_hw_profile() {
   const double read = probe_memory_read_gbps(int64_t(256) << 20, std::max(1, std::min(cores, 8)));
   char desc[512];
   std::snprintf(desc, sizeof desc,
-                "Discovered with hwloc: %zu NUMA node(s), %d cores, no GPU. Probed streaming read %.1f GB/s "
+                "Discovered with hwloc: %zu NUMA node(s), %d cores. Probed streaming read %.1f GB/s "
                 "(256 MiB, all nodes together, split per node by cores). Estimated: CPU expert rate 50%% of read, "
                 "%d GFLOP/s per core for prefill, host reserve 10%% (>= 2 GiB).",
                 t.nodes.size(), cores, read, 16);
@@ -129,13 +126,24 @@ Result<HwProfile> discover_hw_profile() {
       p.nvme.push_back(nv);
     }
   p.inter_socket_gbps = 16;
-  p.pageable_h2d_gbps = 0.5 * read;  // no GPU here; a pageable copy is a CPU memcpy at best
+  p.pageable_h2d_gbps = 0.5 * read;  // without a GPU probe; a pageable copy is a CPU memcpy at best
   p.allreduce_gbps = 1;
   rlimit rl{};
   if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) p.memlock_bytes = int64_t(rl.rlim_cur);
   p.host_reserved_bytes = std::max<int64_t>(int64_t(2) << 30, mem / 10);
   p.layer_overhead_us = 20;
   p.cpu_expert_latency_us = 5;
+  DS4_TRY_VOID(validate_hw_profile(p, "discovered profile"));
+  return p;
+}
+
+Result<HwProfile> discover_hw_profile(uint64_t h2d_bytes) {
+  DS4_TRY(Topology t, discover_topology());
+  DS4_TRY(GpuLinkProbe g, probe_gpu_links(t, h2d_bytes, 3));
+  DS4_TRY(HwProfile p, discover_host_profile(t));
+  if (g.probed) apply_gpu_link_profile(g.profile, &p);
+  p.description += ' ';
+  p.description += describe_gpu_links(g);
   DS4_TRY_VOID(validate_hw_profile(p, "discovered profile"));
   return p;
 }

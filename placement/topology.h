@@ -1,9 +1,10 @@
 // placement/topology.h — machine discovery with hwloc, for planning without a profile file.
 //
 // hwloc gives NUMA nodes (memory, cores) and PCI devices with their locality (the NUMA node of
-// the closest non-I/O ancestor) and link speed. It cannot know VRAM sizes or measured copy
-// bandwidths: without CUDA, a machine with NVIDIA GPUs is an error asking for a profile; the
-// CUDA build (later) fills GPU fields from cudaGetDeviceProperties matched by PCI bus id.
+// the closest non-I/O ancestor) and link speed. It cannot know VRAM sizes or copy bandwidths:
+// the CUDA build measures them (gpu_link_probe.h: name/VRAM from cudaGetDeviceProperties, node
+// from the hwloc device with the same PCI bus id); without CUDA a machine with NVIDIA/AMD GPUs is
+// an error asking for a profile.
 #pragma once
 
 #include <cstdint>
@@ -45,10 +46,15 @@ Result<Topology> discover_topology();
 /// Streaming read bandwidth of `bytes` of host memory with `threads` threads, GB/s (best of 3).
 double probe_memory_read_gbps(int64_t bytes, int threads);
 
-/// A profile of this machine from discover_topology() plus a short memory-read probe. Error when
-/// NVIDIA/AMD GPUs are present (their VRAM and copy bandwidth are unknown without the CUDA
-/// backend: pass --hw). CPU expert throughput is estimated as 50% of the probed read bandwidth;
-/// the profile's description lists every estimate.
-Result<HwProfile> discover_hw_profile();
+/// The host part of a profile of `t` (nodes, NVMe, host/runtime estimates; no GPU, whatever `t`
+/// holds) plus a short memory-read probe. CPU expert throughput is estimated as 50% of the probed
+/// read bandwidth; the description lists every estimate. Error: `t` has no node.
+Result<HwProfile> discover_host_profile(const Topology& t);
+
+/// A profile of this machine: discover_topology(), discover_host_profile(), and the GPUs measured
+/// by probe_gpu_links() with `h2d_bytes` per copy (0 = no GPU in the profile). Error when NVIDIA/AMD
+/// GPUs are present but cannot be probed (CPU-only build, or no CUDA device visible: pass --hw);
+/// the description says what was measured and lists every estimate.
+Result<HwProfile> discover_hw_profile(uint64_t h2d_bytes = uint64_t(64) << 20);
 
 }  // namespace ds4::placement

@@ -7,6 +7,8 @@ namespace ds4::staging {
 
 bool h2d_probe_available() { return false; }
 
+std::string h2d_probe_unavailable_reason() { return "this build has no CUDA backend"; }
+
 Result<H2dProbeResult> probe_h2d(const H2dProbeOptions&) {
   return Error{"H2D probe: expected a CUDA GPU, found a build without CUDA"};
 }

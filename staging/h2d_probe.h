@@ -4,6 +4,7 @@
 // without CUDA reports that no GPU can be probed (h2d_probe_available() is false).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ struct H2dProbeOptions {
 struct H2dLink {
   int gpu = 0;                ///< CUDA device ordinal
   std::string name;           ///< e.g. "NVIDIA GeForce RTX 2080 Ti"
-  std::string pci_bus_id;     ///< "0000:3b:00.0" (cudaDeviceGetPCIBusId)
+  std::string pci_bus_id;     ///< "0000:3B:00.0" (cudaDeviceGetPCIBusId; hex case as CUDA writes it)
+  int64_t vram_bytes = 0;     ///< total device memory (cudaDeviceProp::totalGlobalMem), bytes
   int numa_node = -1;         ///< host node the source buffer is bound to (-1 = unbound)
   double pinned_gbps = 0;     ///< median of reps, 1e9 bytes/s, cudaHostRegister'ed source
   double pageable_gbps = 0;   ///< median of reps from pageable memory (0 when not measured)
@@ -37,6 +39,10 @@ struct H2dProbeResult {
 
 /// True when this build has CUDA and at least one device is visible.
 bool h2d_probe_available();
+
+/// Why probe_h2d cannot run here, or "" when h2d_probe_available(): "this build has no CUDA
+/// backend" (CPU-only build) or "CUDA build, no device visible (...)" naming the CUDA error.
+std::string h2d_probe_unavailable_reason();
 
 /// Times host->device copies. Errors: no CUDA in this build or no device ("expected a CUDA GPU,
 /// found none"), an allocation or copy failure (naming the GPU, the bytes and the CUDA error).

@@ -2,7 +2,8 @@
 //
 //   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [--ctx N] [--chunk N]
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
-//   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--write-profile F]
+//   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--probe-h2d-mib N]
+//                    [--write-profile F]
 //
 //                    [--emulate-gpu-kib N] [--host-cap-kib N]
 //
@@ -19,7 +20,9 @@
 // times of such a plan describe the emulation, not a real GPU.
 //
 // --probe measures this machine (placement/hw_probe.h: per-node read/memcpy, NVMe file read through
-// the staging reader) and uses the measured profile instead of --hw; alone it prints the results.
+// the staging reader, pinned/pageable H2D per GPU from each node with the CUDA backend) and uses the
+// measured profile instead of --hw; alone it prints the results. --probe-h2d-mib N is the size of
+// one timed H2D copy (0 = leave GPUs out); discovery without --probe uses it too.
 //
 // Without --model-config the built-in DeepSeek-V4-Flash shape is used (placement/model_shape.h).
 // Without --hw the machine is discovered with hwloc (placement/topology.h); bandwidths that
@@ -68,6 +71,7 @@ struct PlanArgs {
   std::string probe_dir = ".";
   int64_t probe_mem_mib = 256;
   int64_t probe_nvme_mib = 256;
+  int64_t probe_h2d_mib = 256;
   int64_t emulate_gpu_kib = -1;
   int64_t host_cap_kib = -1;
 };
@@ -100,13 +104,17 @@ CLI::App* setup(CLI::App& app) {
       ->check(CLI::IsMember({"planner", "pocketllm-like", "frequency-greedy", "all-cpu"}));
   s->add_option("--write-profile", args.write_profile, "Write the hardware profile used (e.g. the discovered one)");
   s->add_flag("--probe", args.probe,
-              "Measure this machine (memory read/memcpy per NUMA node, NVMe file read) instead of --hw");
+              "Measure this machine (memory read/memcpy per NUMA node, NVMe file read, H2D per GPU and node) "
+              "instead of --hw");
   s->add_option("--probe-dir", args.probe_dir, "Directory for the temporary NVMe probe file (deleted after)")
       ->default_val(args.probe_dir);
   s->add_option("--probe-mem-mib", args.probe_mem_mib, "Memory probe buffer per NUMA node (MiB)")
       ->default_val(args.probe_mem_mib)->check(CLI::Range(int64_t(16), int64_t(1) << 20));
   s->add_option("--probe-nvme-mib", args.probe_nvme_mib, "NVMe probe file size (MiB; 0 = skip)")
       ->default_val(args.probe_nvme_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  s->add_option("--probe-h2d-mib", args.probe_h2d_mib,
+                "Bytes per timed host-to-device copy of the GPU probe (MiB; 0 = skip GPUs)")
+      ->default_val(args.probe_h2d_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 16));
   s->add_option("--emulate-gpu-kib", args.emulate_gpu_kib,
                 "Add one EMULATED GPU (VRAM = host memory, H2D = probed memcpy rate) with this much room for "
                 "resident experts (KiB); for checking plans on a machine without GPUs")
@@ -139,6 +147,7 @@ int run() {
     po.mem_bytes = args.probe_mem_mib << 20;
     po.nvme_bytes = args.probe_nvme_mib << 20;
     po.nvme_dir = args.probe_dir;
+    po.h2d_bytes = args.probe_h2d_mib << 20;
     auto r = probe_hw_profile(po);
     if (!r) return fail(r.error().message);
     std::fputs(format_probe(r.value()).c_str(), stdout);
@@ -191,10 +200,11 @@ int run() {
     hw = std::move(h).value();
     hw_source = args.hw;
   } else {
-    auto h = discover_hw_profile();
+    auto h = discover_hw_profile(uint64_t(args.probe_h2d_mib) << 20);
     if (!h) return fail(h.error().message + " (pass --hw PROFILE)");
     hw = std::move(h).value();
-    hw_source = "discovered with hwloc; bandwidths estimated, see the profile description";
+    hw_source = "discovered with hwloc (GPU H2D measured when the CUDA probe ran); other bandwidths estimated, see "
+                "the profile description";
   }
   if (!args.write_profile.empty() && !args.probe) {
     std::ofstream out(args.write_profile);

@@ -83,13 +83,17 @@ Result<double> time_copies(GpuSide& g, const void* src, uint64_t bytes, int reps
 
 }  // namespace
 
-bool h2d_probe_available() {
+bool h2d_probe_available() { return h2d_probe_unavailable_reason().empty(); }
+
+std::string h2d_probe_unavailable_reason() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return std::string("CUDA build, no device visible (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")";
   }
-  return n > 0;
+  if (n == 0) return "CUDA build, no device visible (cudaGetDeviceCount: 0 devices)";
+  return "";
 }
 
 Result<H2dProbeResult> probe_h2d(const H2dProbeOptions& opts) {
@@ -121,7 +125,10 @@ Result<H2dProbeResult> probe_h2d(const H2dProbeOptions& opts) {
       H2dLink l;
       l.gpu = g;
       cudaDeviceProp p{};
-      if (cudaGetDeviceProperties(&p, g) == cudaSuccess) l.name = p.name;
+      if (cudaGetDeviceProperties(&p, g) == cudaSuccess) {
+        l.name = p.name;
+        l.vram_bytes = int64_t(p.totalGlobalMem);
+      }
       char bus[32] = {};
       if (cudaDeviceGetPCIBusId(bus, sizeof bus, g) == cudaSuccess) l.pci_bus_id = bus;
       cudaGetLastError();

@@ -1,7 +1,7 @@
 // `ds4-offload calibrate` on the tiny fixture: the statistics it writes are consistent (every
 // layer sums to tokens x top_k), the hash layers agree with tid2eid of the prompt tokens read
 // straight from the GGUF, the file loads in the planner, and `plan --stats` runs on it.
-// Exits 77 (skipped) when the fixture is absent.
+// Exits 77 (skipped) when the fixture is absent. Also: `plan --probe`'s GPU report (no fixture).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -18,6 +18,8 @@
 #include "engine/tokenizer.h"
 #include "gguf/gguf_file.h"
 #include "placement/routing_stats.h"
+#include "placement/topology.h"
+#include "staging/h2d_probe.h"
 #include "tests/support/test_env.h"
 
 namespace ds4 {
@@ -44,6 +46,44 @@ Out sh(const std::string& args) {
 }
 
 fs::path fixture() { return test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
+
+// `plan --probe` reports its GPU part honestly: the per GPU x node lines and the all-GPUs line when
+// a CUDA device is visible, else why none was probed (the same reason the staging probe gives);
+// --probe-h2d-mib 0 skips GPUs. Needs no fixture, so it runs first (the others exit 77 without it).
+TEST(PlanProbeCli, SaysWhyNoGpuWasProbedOrListsEveryLink) {
+  const fs::path dir = test::scratch_dir("plan_probe_gpu");
+  const std::string base = "plan --probe --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 16 --write-profile '" +
+                           (dir / "p.json").string() + "'";
+  Out o = sh(base);
+  if (staging::h2d_probe_available()) {
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_NE(o.text.find("gpu 0 "), std::string::npos) << o.text;
+    EXPECT_NE(o.text.find(" at once (pinned): "), std::string::npos) << o.text;
+  } else {
+    auto topo = placement::discover_topology();
+    ASSERT_TRUE(topo.ok());
+    bool hwloc_gpu = false;
+    for (const auto& d : topo->devices) hwloc_gpu = hwloc_gpu || d.kind == placement::PciDevice::Kind::Gpu;
+    const std::string why = staging::h2d_probe_unavailable_reason();
+    if (hwloc_gpu) {  // GPUs we cannot measure: refused, naming why
+      EXPECT_EQ(o.code, 1);
+      EXPECT_NE(o.text.find(why), std::string::npos) << o.text;
+    } else {
+      ASSERT_EQ(o.code, 0) << o.text;
+      EXPECT_NE(o.text.find("gpu: none probed: " + why), std::string::npos) << o.text;
+      std::ifstream f(dir / "p.json");
+      std::stringstream js;
+      js << f.rdbuf();
+      EXPECT_NE(js.str().find("No GPU probed: " + why), std::string::npos) << js.str();
+    }
+  }
+  o = sh("plan --probe --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 0");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("gpu: none probed: skipped"), std::string::npos) << o.text;
+  o = sh("plan --probe --probe-h2d-mib -1");
+  EXPECT_NE(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("--probe-h2d-mib"), std::string::npos) << o.text;
+}
 
 TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
   if (!fs::exists(fixture())) {
