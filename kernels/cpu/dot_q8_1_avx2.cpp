@@ -16,10 +16,12 @@
 // at link time; it reads the shared tables (grids.h host_tables) and block layouts only.
 // Technique (sign trick for signed int8 x int8 with maddubs, nibble -> int8 look-up by pshufb, grid
 // look-ups as 64-bit loads) is the usual one of ggml-org/llama.cpp ggml-cpu/arch/x86/quants.c; the
-// code is written anew here. Own choices: grid look-ups as broadcast loads + dword blends, IQ2
-// sign patterns computed (7-bit index + parity), IQ1 delta folded into an 8*grid+-1 table,
-// multipliers spread by one pshufb per chunk, and a software prefetch 2 KiB ahead (all measured in
-// bench/README.md).
+// code is written anew here. Own choices: grid look-ups as AVX2 gathers of four 64-bit entries,
+// IQ2 sign patterns computed (7-bit index + parity), IQ1 delta folded into an 8*grid+-1 table,
+// unsigned (offset) weights for MXFP4 and IQ1 with the offset term taken from activation sums
+// shared by all rows, multi-row passes (Q8_0/MXFP4: 4 rows share the activation loads; the
+// 256-element types decode activation scales and half sums once per row chunk), multipliers
+// spread by one pshufb per chunk, and software prefetch (all measured in bench/README.md).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -97,9 +99,12 @@ struct PairSpread {
 };
 constexpr PairSpread kPairSpread;
 
-/// IQ1 sub-group weights with the delta folded in: entry i (0..2047) = bytes 8*grid_j + 1 of
-/// iq1s_grid[i], entry 2048 + i = 8*grid_j - 1 (int8 in {-9,-7,-1,1,7,9}). Summing
-/// (8*grid + sgn)*q over a sub-group equals the contract's 8*sum grid*q + sgn*sum q exactly.
+/// IQ1 sub-group weights with the delta folded in and shifted to unsigned bytes: entry i
+/// (0..2047) = bytes 8*grid_j + 1 + kIq1Offset of iq1s_grid[i], entry 2048 + i = 8*grid_j - 1 +
+/// kIq1Offset (8*grid+-1 is in {-9,-7,-1,1,7,9}, so the bytes are in [0, 18]). Summing
+/// (8*grid + sgn + 9)*q over a sub-group and subtracting 9*sum q equals the contract's
+/// 8*sum grid*q + sgn*sum q exactly; the unsigned form feeds maddubs without sign fix-ups.
+constexpr int kIq1Offset = 9;
 struct Iq1Weights {
   uint64_t v[4096] = {};
   constexpr Iq1Weights() {
@@ -109,13 +114,22 @@ struct Iq1Weights {
       uint64_t e = 0;
       for (int j = 0; j < 8; ++j) {
         const int gj = int(int8_t(uint8_t(g >> (8 * j))));
-        e |= uint64_t(uint8_t(int8_t(8 * gj + sgn))) << (8 * j);
+        e |= uint64_t(uint8_t(8 * gj + sgn + kIq1Offset)) << (8 * j);
       }
       v[i] = e;
     }
   }
 };
 constexpr Iq1Weights kIq1Weights;
+constexpr bool iq1_grid_in_range() {
+  for (int i = 0; i < 2048; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int gj = int(int8_t(uint8_t(tables::iq1s_grid[i] >> (8 * j))));
+      if (8 * gj - 1 + kIq1Offset < 0 || 8 * gj + 1 + kIq1Offset > 2 * kIq1Offset) return false;
+    }
+  return true;
+}
+static_assert(iq1_grid_in_range(), "IQ1 grid values must be -1, 0 or 1 for the shifted table");
 
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -130,14 +144,6 @@ inline uint32_t load_u32(const uint8_t* p) {
 
 /// fp16 bits -> fp32 (F16C; exact for every finite value and infinity, as fp16_to_f32).
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-
-/// [t[i0], t[i1], t[i2], t[i3]] (64-bit each) from four broadcast loads and three dword blends:
-/// keeps the table look-ups off the shuffle port (inserts would all go there).
-inline __m256i gather4_u64(const uint64_t* t, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
-  const __m256i a = _mm256_set1_epi64x(int64_t(t[i0])), b = _mm256_set1_epi64x(int64_t(t[i1]));
-  const __m256i c = _mm256_set1_epi64x(int64_t(t[i2])), d = _mm256_set1_epi64x(int64_t(t[i3]));
-  return _mm256_blend_epi32(_mm256_blend_epi32(a, b, 0x0C), _mm256_blend_epi32(c, d, 0xC0), 0xF0);
-}
 
 /// int16 weights for chunk g from 16 weight bytes b[0..15] broadcast to both lanes (`bb`):
 /// [b[2g] x8 | b[2g+1] x8], i.e. the multipliers of the chunk's two 16-element halves.
@@ -366,33 +372,6 @@ float row_mxfp4(const void* w, const void* a, int64_t n) { return row_from_rows<
 
 // ---- 256-element super-block types: one super-block = 8 chunks = one lane vector. ----
 
-/// Q2_K: P = da * ((d*float(I1)) - (dmin*float(I2))), I1 = sum_k (sc_k&15)*sum code*q,
-/// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk. The per-half
-/// int16 multipliers of chunk g come from one byte shuffle of the scale nibbles.
-inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
-  const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
-  const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
-  const __m256i three = _mm256_set1_epi8(3), ones = _mm256_set1_epi8(1), nib = _mm256_set1_epi8(0x0F);
-  const __m256i sc = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ2_K, scales))));
-  const __m256i sc_lo = _mm256_and_si256(sc, nib), sc_hi = _mm256_and_si256(_mm256_srli_epi16(sc, 4), nib);
-  __m256i s1[8], s2[8];
-  for (int g = 0; g < 8; ++g) {
-    const int j = g % 4;
-    // Element l of chunk g: bits 2j..2j+1 of qs[32*(g/4) + l]; sub-block k uses scales[2g+k].
-    const __m256i code = _mm256_and_si256(_mm256_srli_epi16(q2[g / 4], 2 * j), three);
-    const __m256i q = act_codes(ap, g);
-    s1[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(code, q), pair_spread(sc_lo, g));
-    s2[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), pair_spread(sc_hi, g));
-  }
-  const __m256 d = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, d))));
-  const __m256 dmin = _mm256_set1_ps(half_to_f32(load_u16(blk + offsetof(BlockQ2_K, dmin))));
-  const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum8(s1))),
-                                 _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(hsum8(s2))));
-  return _mm256_mul_ps(da, t);
-}
-
 /// Sums of the 16-element halves of `nb` Q8_1 blocks at `ap`: out[2b + h] = sum of codes
 /// 16h..16h+15 of block b (int16, |sum| <= 16*127). Computed once per matvec chunk and shared by
 /// all its rows.
@@ -417,10 +396,12 @@ inline void act_half_sums(const uint8_t* ap, int64_t nb, int16_t* out) {
     }
 }
 
-/// Q2_K with the activation half sums `hs` (16 int16 of this super-block, act_half_sums): as
-/// q2_k_super, but I2 = sum_k (sc_k>>4) * (sum q over sub-block k) of all eight chunks is one
-/// madd of the sixteen min nibbles with the sixteen half sums (pairs 2g, 2g+1 = chunk g).
-inline __m256 q2_k_super_hs(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
+/// Q2_K: P = da * ((d*float(I1)) - (dmin*float(I2))), I1 = sum_k (sc_k&15)*sum code*q,
+/// I2 = sum_k (sc_k>>4)*sum q over the two 16-element sub-blocks k of the chunk. The per-half
+/// int16 multipliers of chunk g come from one byte shuffle of the scale nibbles; I2 of all eight
+/// chunks is one madd of the sixteen min nibbles with the activation half sums `hs` (16 int16 of
+/// this super-block, act_half_sums; pairs 2g, 2g+1 = chunk g).
+inline __m256 q2_k_super(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
   const __m256i q2[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))};
@@ -463,7 +444,7 @@ inline __m256i odd_nibble_pairs(const uint8_t* p) {
 /// IQ2_XXS: I = (2s+1) * sum grid*sign*q over the chunk (the multiplier is applied to the eight
 /// exact chunk sums at once: the same int32 product). The 32 sign patterns of the super-block are
 /// computed in one vector (ksigns_bytes) instead of 32 table look-ups.
-inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
+inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint64_t* grid = tables::iq2xxs_grid;
   const uint8_t* qs = blk + 2;
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -482,8 +463,8 @@ inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(ks), ksigns_bytes(_mm256_or_si256(i01, i23)));
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    const uint32_t a0 = load_u32(qs + 8 * g);
-    const __m256i w = gather4_u64(grid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
+    const __m128i i4 = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(load_u32(qs + 8 * g))));  // grid index bytes
+    const __m256i w = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), i4, 8);
     s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks + g))), ones16);
   }
   return iq_epilogue(half_to_f32(load_u16(blk)), da, _mm256_mullo_epi32(hsum8(s), mult));
@@ -491,7 +472,7 @@ inline __m256 iq2_xxs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
 
 /// IQ2_XS: I = sum_h (2s_h+1) * sum over 16-element half h of grid*sign*q. Sign patterns of the
 /// 32 entries (index bits 9..15) computed in one vector.
-inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
+inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint64_t* grid = tables::iq2xs_grid;
   const uint8_t* qs = blk + offsetof(BlockIQ2_XS, qs);
   const __m256i mult = odd_nibble_pairs(blk + offsetof(BlockIQ2_XS, scales));
@@ -504,10 +485,8 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(ks), ksigns_bytes(s7));
   __m256i s[8];
   for (int g = 0; g < 8; ++g) {
-    uint64_t e;
-    std::memcpy(&e, qs + 8 * g, 8);
-    const __m256i w = gather4_u64(grid, uint32_t(e & 511), uint32_t((e >> 16) & 511), uint32_t((e >> 32) & 511),
-                                  uint32_t((e >> 48) & 511));
+    const __m128i e4 = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * g)));
+    const __m256i w = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), _mm_and_si128(e4, _mm_set1_epi32(511)), 8);
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_sign_epi8(act_codes(ap, g), sign_vec(ks + g)));
     s[g] = _mm256_madd_epi16(p, pair_spread(mult, g));
   }
@@ -517,43 +496,45 @@ inline __m256 iq2_xs_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
 /// IQ1 weights (kIq1Weights) of four consecutive 12-bit indices (bit 11 = negative delta)
 /// stored as uint16 at `idx`.
 inline __m256i iq1_weights4(const uint16_t* idx) {
-  uint64_t e;
-  std::memcpy(&e, idx, 8);
-  return gather4_u64(kIq1Weights.v, uint32_t(e & 0xFFFF), uint32_t((e >> 16) & 0xFFFF),
-                     uint32_t((e >> 32) & 0xFFFF), uint32_t(e >> 48));
+  const __m128i i4 = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(idx)));
+  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(kIq1Weights.v), i4, 8);
 }
 
 /// IQ1_S: I = (2s+1) * sum_l (8*sum grid*q + sgn*sum q) (multiplier applied to the chunk sums).
 /// The 32 kIq1Weights indices qs[4g+l] | ((qh[g] >> 3l) & 7) << 8 | (qh[g] >> 15) << 11 are formed
 /// in vectors.
-inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
+inline __m256 iq1_s_super(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_S, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_S, qh);
   const __m128i qh8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qhp));
   const __m256i qh32 = _mm256_cvtepu16_epi32(qh8);  // lane g = qh[g]
   const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9), seven = _mm256_set1_epi32(7);
-  alignas(32) uint16_t idx[32];
-  for (int v = 0; v < 4; ++v) {  // chunks 2v, 2v+1
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const auto* table = reinterpret_cast<const long long*>(kIq1Weights.v);
+  __m256i s[8];
+  for (int v = 0; v < 4; ++v) {  // chunks 2v, 2v+1: their eight indices as int32, gathered 4 at a time
     const __m256i sel = _mm256_setr_epi32(2 * v, 2 * v, 2 * v, 2 * v, 2 * v + 1, 2 * v + 1, 2 * v + 1, 2 * v + 1);
     const __m256i h = _mm256_permutevar8x32_epi32(qh32, sel);
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(h, shifts), seven);
     const __m256i neg = _mm256_and_si256(_mm256_srli_epi32(h, 4), _mm256_set1_epi32(0x800));  // qh bit 15 -> 11
     const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * v)));
     const __m256i i32 = _mm256_or_si256(_mm256_or_si256(lo, neg), _mm256_slli_epi32(hi, 8));
-    const __m128i i16 = _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
-    _mm_store_si128(reinterpret_cast<__m128i*>(idx + 8 * v), i16);
+    const __m256i w0 = _mm256_i32gather_epi64(table, _mm256_castsi256_si128(i32), 8);
+    const __m256i w1 = _mm256_i32gather_epi64(table, _mm256_extracti128_si256(i32, 1), 8);
+    s[2 * v] = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, act_codes(ap, 2 * v)), ones16);
+    s[2 * v + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(w1, act_codes(ap, 2 * v + 1)), ones16);
   }
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256i s[8];
-  for (int g = 0; g < 8; ++g) s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), ones16);
+  // Chunk sums of q (pairs of half sums) times the table offset 9 = (x << 3) + x.
+  const __m256i qsum = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(hs)), ones16);
+  const __m256i t = _mm256_sub_epi32(hsum8(s), _mm256_add_epi32(_mm256_slli_epi32(qsum, 3), qsum));
   const __m256i mult = odd32(_mm256_cvtepu16_epi32(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7))));
-  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), da, _mm256_mullo_epi32(hsum8(s), mult));
+  return iq_epilogue(half_to_f32(load_u16(blk + offsetof(BlockIQ1_S, d))), da, _mm256_mullo_epi32(t, mult));
 }
 
 /// IQ1_M: I = sum_h (2s_h+1) * sum_{l in h} (8*sum grid*q + sgn_l*sum q). Entry i = 4g+l takes the
 /// nibble i%2 of qh[i/2]: bits 0..2 = grid index bits 8..10, bit 3 = delta sign; the 32
 /// kIq1Weights indices are formed in vectors.
-inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
+inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap, const int16_t* hs, __m256 da) {
   const uint8_t* qs = blk + offsetof(BlockIQ1_M, qs);
   const uint8_t* qhp = blk + offsetof(BlockIQ1_M, qh);
   const uint8_t* scp = blk + offsetof(BlockIQ1_M, scales);
@@ -583,26 +564,16 @@ inline __m256 iq1_m_super(const uint8_t* blk, const uint8_t* ap, __m256 da) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_permute2x128_si256(ia, ib, 0x31));
   __m256i s[8];
   for (int g = 0; g < 8; ++g)
-    s[g] = _mm256_madd_epi16(mul_pairs_i8(iq1_weights4(idx + 4 * g), act_codes(ap, g)), pair_spread(mult, g));
-  return iq_epilogue(half_to_f32(dbits), da, hsum8(s));
+    s[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(iq1_weights4(idx + 4 * g), act_codes(ap, g)), pair_spread(mult, g));
+  // 9 * sum_h m_h * (sum q over half h) of every chunk: multipliers [m_g0, m_g1] against half sums.
+  const __m256i mq = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(m))),
+                                       _mm256_load_si256(reinterpret_cast<const __m256i*>(hs)));
+  const __m256i i = _mm256_sub_epi32(hsum8(s), _mm256_add_epi32(_mm256_slli_epi32(mq, 3), mq));
+  return iq_epilogue(half_to_f32(dbits), da, i);
 }
 
-/// Row loop for the 256-element types: super-block i covers chunks 8i..8i+7 (= lane group i % 4).
-template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*, __m256)>
-float row_blocks256(const void* w_row, const void* act, int64_t n) {
-  const auto* wp = static_cast<const uint8_t*>(w_row);
-  const auto* ap = static_cast<const uint8_t*>(act);
-  Lanes acc;
-  for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead(wp + i * kBlockBytes, kBlockBytes);
-    const uint8_t* a8 = ap + i * 8 * kActBytes;
-    acc.add(i, Super(wp + i * kBlockBytes, a8, act_scales8(a8)));
-  }
-  return acc.finish();
-}
-
-/// Longest dot (chunks of 32) whose activation scales / half sums the rows kernels keep on the
-/// stack; longer rows use the one-row loops.
+/// Longest dot (chunks of 32) whose activation scales and half sums the rows kernels keep on the
+/// stack; longer rows compute them per super-block.
 constexpr int64_t kMaxChunks = 512;
 
 /// fp32 scales of the `nb` (multiple of 8) Q8_1 blocks at `ap`.
@@ -610,49 +581,44 @@ inline void act_scales_all(const uint8_t* ap, int64_t nb, float* da) {
   for (int64_t b = 0; b < nb; b += 8) _mm256_store_ps(da + b, act_scales8(ap + b * kActBytes));
 }
 
-/// Rows kernel (RowsDotFn) for the 256-element types: the activation scales are decoded once for
-/// all rows of the call.
-template <int kBlockBytes, __m256 (*Super)(const uint8_t*, const uint8_t*, __m256)>
+/// Super-block kernel of a 256-element type: (block, its 8 Q8_1 blocks, their 16 half sums, their
+/// 8 scales) -> the eight chunk partials.
+using SuperFn = __m256 (*)(const uint8_t*, const uint8_t*, const int16_t*, __m256);
+
+/// Rows kernel (RowsDotFn) for the 256-element types: super-block i of a row covers chunks
+/// 8i..8i+7 (= lane group i % 4). The activation scales (and half sums when kHalfSums) are
+/// computed once for all rows of the call.
+template <int kBlockBytes, SuperFn Super, bool kHalfSums>
 void rows_blocks256(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(a);
-  if (n / 32 > kMaxChunks) {
-    for (int64_t r = 0; r < rows; ++r) out[r] = row_blocks256<kBlockBytes, Super>(wp + r * stride, a, n);
-    return;
-  }
-  alignas(32) float da[kMaxChunks];
-  act_scales_all(ap, n / 32, da);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = wp + r * stride;
-    Lanes acc;
-    for (int64_t i = 0; i < n / 256; ++i) {
-      prefetch_ahead(row + i * kBlockBytes, kBlockBytes);
-      acc.add(i, Super(row + i * kBlockBytes, ap + i * 8 * kActBytes, _mm256_load_ps(da + 8 * i)));
+  const int64_t nsb = n / 256;
+  if (n / 32 > kMaxChunks) {  // long rows: per super-block
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = wp + r * stride;
+      Lanes acc;
+      for (int64_t i = 0; i < nsb; ++i) {
+        prefetch_ahead(row + i * kBlockBytes, kBlockBytes);
+        const uint8_t* a8 = ap + i * 8 * kActBytes;
+        alignas(32) int16_t hs[16];
+        if (kHalfSums) act_half_sums(a8, 8, hs);
+        acc.add(i, Super(row + i * kBlockBytes, a8, hs, act_scales8(a8)));
+      }
+      out[r] = acc.finish();
     }
-    out[r] = acc.finish();
-  }
-}
-
-/// Q2_K rows (RowsDotFn): activation scales and half sums computed once for all rows.
-void rows_q2_k(const void* w, int64_t stride, int64_t rows, const void* a, int64_t n, float* out) {
-  const auto* wp = static_cast<const uint8_t*>(w);
-  const auto* ap = static_cast<const uint8_t*>(a);
-  constexpr int64_t kB = sizeof(BlockQ2_K);
-  if (n / 32 > kMaxChunks) {
-    for (int64_t r = 0; r < rows; ++r)
-      out[r] = row_blocks256<int(kB), q2_k_super>(wp + r * stride, a, n);
     return;
   }
-  alignas(32) int16_t hs[2 * kMaxChunks];
   alignas(32) float da[kMaxChunks];
-  act_half_sums(ap, n / 32, hs);
+  alignas(32) int16_t hs[kHalfSums ? 2 * kMaxChunks : 16];
   act_scales_all(ap, n / 32, da);
+  if (kHalfSums) act_half_sums(ap, n / 32, hs);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = wp + r * stride;
     Lanes acc;
-    for (int64_t i = 0; i < n / 256; ++i) {
-      prefetch_ahead(row + i * kB, int(kB));
-      acc.add(i, q2_k_super_hs(row + i * kB, ap + i * 8 * kActBytes, hs + 16 * i, _mm256_load_ps(da + 8 * i)));
+    for (int64_t i = 0; i < nsb; ++i) {
+      prefetch_ahead(row + i * kBlockBytes, kBlockBytes);
+      acc.add(i, Super(row + i * kBlockBytes, ap + i * 8 * kActBytes, kHalfSums ? hs + 16 * i : hs,
+                       _mm256_load_ps(da + 8 * i)));
     }
     out[r] = acc.finish();
   }
@@ -666,10 +632,11 @@ float one_row(const void* w, const void* a, int64_t n) {
   return out;
 }
 
-constexpr auto rows_iq2_xxs = rows_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super>;
-constexpr auto rows_iq2_xs = rows_blocks256<int(sizeof(BlockIQ2_XS)), iq2_xs_super>;
-constexpr auto rows_iq1_s = rows_blocks256<int(sizeof(BlockIQ1_S)), iq1_s_super>;
-constexpr auto rows_iq1_m = rows_blocks256<int(sizeof(BlockIQ1_M)), iq1_m_super>;
+constexpr auto rows_q2_k = rows_blocks256<int(sizeof(BlockQ2_K)), q2_k_super, true>;
+constexpr auto rows_iq2_xxs = rows_blocks256<int(sizeof(BlockIQ2_XXS)), iq2_xxs_super, false>;
+constexpr auto rows_iq2_xs = rows_blocks256<int(sizeof(BlockIQ2_XS)), iq2_xs_super, false>;
+constexpr auto rows_iq1_s = rows_blocks256<int(sizeof(BlockIQ1_S)), iq1_s_super, true>;
+constexpr auto rows_iq1_m = rows_blocks256<int(sizeof(BlockIQ1_M)), iq1_m_super, true>;
 
 }  // namespace
 
