@@ -39,6 +39,20 @@ RoutingSamples draw_routing_samples(const RoutingStats& stats, int n, uint64_t s
   out.n = n;
   out.top_k = stats.top_k;
   const int k = stats.top_k;
+  if (const int64_t N = stats.n_routes(); N > 0) {
+    out.from_routes = true;
+    for (int l = 0; l < stats.n_layers(); ++l) {
+      const auto& r = stats.routes[size_t(l)];
+      std::vector<uint16_t> ids;
+      ids.reserve(size_t(n) * size_t(k));
+      for (int s = 0; s < n; ++s) {
+        const int64_t i = int64_t(s) * N / n;
+        ids.insert(ids.end(), r.begin() + std::ptrdiff_t(i * k), r.begin() + std::ptrdiff_t((i + 1) * k));
+      }
+      out.ids.push_back(std::move(ids));
+    }
+    return out;
+  }
   for (int l = 0; l < stats.n_layers(); ++l) {
     const auto& p = stats.p[size_t(l)];
     const int E = int(p.size());

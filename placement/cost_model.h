@@ -15,8 +15,17 @@
 // pageable_h2d_gbps. NVMe reads land in pinned bounce buffers on the GPU's node.
 // step = sum_l layer_l + head (output head bytes / ranks / VRAM bandwidth). The max over ranks is
 // taken per token, so the expectation is E[max] (the imbalance of contiguous-id ownership shows
-// up), estimated over a fixed set of routing samples drawn from the statistics (Madow systematic
-// sampling in a random order: each expert's inclusion probability equals its p exactly).
+// up), estimated over a fixed set of routing samples drawn from the statistics: the recorded
+// token routes when the statistics have them (routing_stats.h version 2), else Madow systematic
+// sampling in a random order (each expert's inclusion probability equals its p exactly, experts
+// drawn independently of each other).
+// Why routes and not a pair-aware sampler: independent draws cannot see that experts which fire
+// together in one token and share an owner serialize on its link. A pair matrix alone does not fix
+// the joint distribution of top_k-sets (top_k = 6 means 6-way structure); a sampler matching both
+// p and the pair rates would need an iterative fit (e.g. proportional fitting over E^2 constraints)
+// and still invents the higher-order terms, whereas a few thousand recorded routes per layer
+// (4096 x 43 x 6 ids, a few MB of JSON) are the empirical joint distribution itself. Pair counts
+// alone are still used by the planner's ownership search (planner.h step 2b).
 // Transfers and compute inside a rank are not overlapped (conservative); CPU, links and NVMe run
 // in parallel. Without GPUs, dense work runs on the CPU at the node's "default" expert rate.
 //
@@ -46,11 +55,15 @@ namespace ds4::placement {
 struct RoutingSamples {
   int n = 0;
   int top_k = 0;
+  bool from_routes = false;  ///< true: taken from recorded routes (co-activation preserved)
   std::vector<std::vector<uint16_t>> ids;
 };
 
-/// Draws `n` tokens per layer from `stats` with a fixed seed (deterministic across runs and
-/// platforms: splitmix64, no std distributions).
+/// `n` tokens per layer from `stats`, deterministic across runs and platforms. With recorded
+/// routes (stats.n_routes() = N > 0): sample s of every layer is route floor(s * N / n) (in order;
+/// every route used floor(n/N) or ceil(n/N) times when n >= N, evenly spaced ones when n < N; the
+/// same token in every layer; `seed` unused). Without routes: independent Madow draws with a
+/// fixed seed (splitmix64, no std distributions).
 RoutingSamples draw_routing_samples(const RoutingStats& stats, int n, uint64_t seed);
 
 /// Everything the cost model needs besides the plan.

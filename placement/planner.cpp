@@ -186,6 +186,81 @@ std::vector<std::vector<bool>> pinnable_set(const CostModel& cm, int L, int E) {
   return pin;
 }
 
+// Mean over the samples of max over ranks of the number of the token's experts owned by the rank:
+// the staged load of one layer in expert units when every expert is fetched whole by its owner.
+double sampled_max_owned(const RoutingSamples& smp, int l, const std::vector<int>& owner, int R) {
+  const int k = smp.top_k;
+  const uint16_t* ids = smp.ids[size_t(l)].data();
+  int64_t sum = 0;
+  std::vector<int> cnt(static_cast<size_t>(R));
+  for (int s = 0; s < smp.n; ++s) {
+    std::fill(cnt.begin(), cnt.end(), 0);
+    int mx = 0;
+    for (int i = 0; i < k; ++i) mx = std::max(mx, ++cnt[size_t(owner[ids[size_t(s) * size_t(k) + size_t(i)]])]);
+    sum += mx;
+  }
+  return double(sum) / double(smp.n);
+}
+
+// Step 2b (planner.h): pairwise swaps of owners within layer `l` that lower the expected number
+// of same-owner co-firing pairs, sum over same-owner pairs {a, b} of c(a, b) (c from
+// coactivation_rates), keeping every rank's expected load sum p within `hi` = mean + max(snake's
+// excess, 5% of mean). `owner` is updated in place; returns the number of experts whose owner
+// changed (0 when the statistics have no co-activation data or R < 2).
+int coactivation_swaps(const RoutingStats& st, const RoutingSamples& smp, int l, int R, int max_passes,
+                       std::vector<int>& owner) {
+  const int E = st.n_experts();
+  if (R < 2 || max_passes <= 0) return 0;
+  const std::vector<double> c = coactivation_rates(st, l);
+  if (c.empty()) return 0;
+  const auto& p = st.p[size_t(l)];
+  const std::vector<int> snake = owner;
+  std::vector<double> load(size_t(R), 0.0);
+  for (int e = 0; e < E; ++e) load[size_t(owner[size_t(e)])] += p[size_t(e)];
+  double total = 0, max_load = 0;
+  for (double v : load) { total += v; max_load = std::max(max_load, v); }
+  const double mean = total / R, hi = mean + std::max(max_load - mean, 0.05 * mean);
+  // a[e * R + r] = sum of c(e, m) over experts m owned by r (c(e, e) = 0).
+  std::vector<double> a(size_t(E) * size_t(R), 0.0);
+  for (int e = 0; e < E; ++e)
+    for (int m = 0; m < E; ++m) a[size_t(e) * size_t(R) + size_t(owner[size_t(m)])] += c[size_t(e) * size_t(E) + size_t(m)];
+  const double eps = 1e-12 * std::max(1.0, double(st.top_k) * st.top_k);
+  for (int pass = 0; pass < max_passes; ++pass) {
+    bool improved = false;
+    for (int i = 0; i < E; ++i)
+      for (int j = i + 1; j < E; ++j) {
+        const int oi = owner[size_t(i)], oj = owner[size_t(j)];
+        if (oi == oj) continue;
+        const double cij = c[size_t(i) * size_t(E) + size_t(j)];
+        const double d = a[size_t(i) * R + oj] + a[size_t(j) * R + oi] - 2 * cij - a[size_t(i) * R + oi] -
+                         a[size_t(j) * R + oj];
+        if (!(d < -eps)) continue;
+        const double dp = p[size_t(j)] - p[size_t(i)];
+        if (load[size_t(oi)] + dp > hi || load[size_t(oj)] - dp > hi) continue;
+        load[size_t(oi)] += dp;
+        load[size_t(oj)] -= dp;
+        for (int m = 0; m < E; ++m) {
+          const double cmi = c[size_t(m) * size_t(E) + size_t(i)], cmj = c[size_t(m) * size_t(E) + size_t(j)];
+          a[size_t(m) * R + oi] += cmj - cmi;
+          a[size_t(m) * R + oj] += cmi - cmj;
+        }
+        owner[size_t(i)] = oj;
+        owner[size_t(j)] = oi;
+        improved = true;
+      }
+    if (!improved) break;
+  }
+  // With recorded routes the samples see co-activation: keep the swaps only if they do not raise
+  // the sampled E[max over ranks] of whole-expert staged load (the quantity the cost model charges).
+  if (smp.from_routes && sampled_max_owned(smp, l, owner, R) > sampled_max_owned(smp, l, snake, R)) {
+    owner = snake;
+    return 0;
+  }
+  int changed = 0;
+  for (int e = 0; e < E; ++e) changed += owner[size_t(e)] != snake[size_t(e)];
+  return changed;
+}
+
 void assign_contiguous_owners(Plan& plan) {
   for (int l = 0; l < plan.n_layers; ++l)
     for (int e = 0; e < plan.n_experts; ++e)
@@ -268,12 +343,25 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
   const auto rank = layer_ranks(st);
 
   if (policy == Policy::Planner && R > 0) {
-    // Step 2: snake ownership per layer.
-    for (int l = 0; l < L; ++l)
+    // Step 2: snake ownership per layer; step 2b: co-activation swaps.
+    int changed = 0, layers_changed = 0;
+    for (int l = 0; l < L; ++l) {
+      std::vector<int> owner(static_cast<size_t>(E));
       for (int e = 0; e < E; ++e) {
         const int i = rank[size_t(l)][size_t(e)], round = i / R, pos = i % R;
-        plan.experts[size_t(l)][size_t(e)].owner = int8_t(round % 2 == 0 ? pos : R - 1 - pos);
+        owner[size_t(e)] = round % 2 == 0 ? pos : R - 1 - pos;
       }
+      if (opt.coactivation) {
+        const int n = coactivation_swaps(st, *in.samples, l, R, opt.coactivation_passes, owner);
+        changed += n;
+        layers_changed += n > 0;
+      }
+      for (int e = 0; e < E; ++e) plan.experts[size_t(l)][size_t(e)].owner = int8_t(owner[size_t(e)]);
+    }
+    if (changed > 0)
+      plan.notes.push_back("co-activation ownership (step 2b): " + std::to_string(changed) +
+                           " experts changed owner in " + std::to_string(layers_changed) + " layers (statistics " +
+                           (in.samples->from_routes ? "with recorded routes" : "with pair counts only") + ")");
   } else {
     assign_contiguous_owners(plan);
   }
@@ -368,6 +456,22 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
 Result<Plan> make_plan(const CostModel& cm, const PlanOptions& opt, Policy policy) {
   DS4_TRY(Plan plan, make_rule_plan(cm, opt, policy));
   if (policy != Policy::Planner) return plan;
+  // Step 2b is a heuristic on the pair rates: when it changed owners, keep it only if the cost
+  // model does not predict it slower than snake ownership alone (ties keep step 2b), and say both.
+  if (opt.coactivation && plan.ranks > 1 && cm.inputs().stats->has_coactivation()) {
+    PlanOptions snake_only = opt;
+    snake_only.coactivation = false;
+    DS4_TRY(Plan snake, make_rule_plan(cm, snake_only, policy));
+    const double t_co = cm.predict(plan).decode_step_s, t_snake = cm.predict(snake).decode_step_s;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "co-activation ownership: predicted decode step %.3f ms (%.2f tok/s) vs %.3f ms (%.2f tok/s) "
+                  "with snake ownership only; %s",
+                  t_co * 1e3, 1.0 / t_co, t_snake * 1e3, 1.0 / t_snake,
+                  t_co <= t_snake ? "co-activation ownership kept" : "snake ownership kept");
+    if (t_co > t_snake) plan = std::move(snake);
+    plan.notes.push_back(buf);
+  }
   // Never predict slower than a baseline on the same inputs: keep the fastest of the planner's
   // own placement and the baselines' (ties keep the planner's). Each candidate's step time is
   // non-increasing in the VRAM budget (pocketllm-like and all-cpu do not depend on it), so their

@@ -10,6 +10,19 @@
 //  2. Ownership. Per layer, experts in descending p are dealt to GPUs in snake order
 //     (0,1,..,R-1,R-1,..,0,...), which balances expected load per layer. Ownership does not
 //     depend on VRAM budgets.
+// 2b. Co-activation (only when the statistics have pair counts or recorded routes, R >= 2, and
+//     PlanOptions::coactivation): experts that fire in the same token and share an owner
+//     serialize on its link (whole staging) and its compute. Per layer, a deterministic local
+//     search over pairs (i < j, lexicographic, first improvement, at most coactivation_passes
+//     sweeps) swaps the owners of i and j when that lowers sum over same-owner pairs of c(a, b)
+//     (the probability that one token selects both; routing_stats.h coactivation_rates) and keeps
+//     every rank's expected load within mean + max(snake excess, 5% of mean). Swaps keep each
+//     rank's expert count. Since sum_r E[n_r^2] = top_k + 2 * (same-owner pair rate), with n_r
+//     the token's experts owned by r, this lowers the second moment of per-rank load, a smooth
+//     stand-in for E[max_r n_r]. With recorded routes the layer keeps the swaps only if the
+//     sampled E[max_r n_r] does not rise. Still budget-independent (statistics and samples only).
+//     make_plan keeps the result only if the whole plan does not predict slower than with snake
+//     ownership alone, and a note gives both step times.
 //  3. Residency. Each GPU takes its owned experts in descending p (across all layers) while they
 //     fit (prefix rule: it stops at the first that does not fit), so a larger budget gives a
 //     superset of resident experts.
@@ -58,6 +71,8 @@ struct PlanOptions {
   int kv_elem_bytes = 2;          ///< compressed KV element size (BF16)
   int samples = 512;              ///< routing samples per layer for decode expectations
   uint64_t seed = 1;              ///< routing sample seed
+  bool coactivation = true;       ///< step 2b (co-activation swaps) when the statistics allow it
+  int coactivation_passes = 8;    ///< step 2b: at most this many sweeps over all pairs per layer
 };
 
 /// The policies `plan` can build.

@@ -52,6 +52,46 @@ std::vector<double> water_fill(std::vector<double> w, int k) {
   return w;
 }
 
+// Reads the version-2 "routes" key (format in routing_stats.h) into [layer] flattened ids.
+Result<std::vector<std::vector<uint16_t>>> read_routes(const json& rt, const std::string& path, int n_layers,
+                                                       int n_experts, int top_k, int64_t tokens) {
+  if (n_experts > 65536) return Error{path + ": routes need n_experts <= 65536, found " + std::to_string(n_experts)};
+  if (!rt.is_array() || int(rt.size()) != n_layers)
+    return Error{path + ": key 'routes': expected an array of " + std::to_string(n_layers) + " layers"};
+  std::vector<std::vector<uint16_t>> out;
+  for (int l = 0; l < n_layers; ++l) {
+    const json& layer = rt[size_t(l)];
+    const std::string where = path + ": routes[" + std::to_string(l) + "]";
+    if (!layer.is_array()) return Error{where + ": expected an array of routes"};
+    if (layer.size() != rt[0].size())
+      return Error{where + ": expected " + std::to_string(rt[0].size()) + " routes (as layer 0), found " +
+                   std::to_string(layer.size())};
+    if (int64_t(layer.size()) > tokens)
+      return Error{where + ": expected at most tokens (" + std::to_string(tokens) + ") routes, found " +
+                   std::to_string(layer.size())};
+    std::vector<uint16_t> ids;
+    ids.reserve(layer.size() * size_t(top_k));
+    for (size_t i = 0; i < layer.size(); ++i) {
+      const json& route = layer[i];
+      if (!route.is_array() || int(route.size()) != top_k)
+        return Error{where + "[" + std::to_string(i) + "]: expected " + std::to_string(top_k) + " expert ids, found " +
+                     route.dump()};
+      for (size_t a = 0; a < route.size(); ++a) {
+        const json& v = route[a];
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n_experts)
+          return Error{where + "[" + std::to_string(i) + "]: expected ids in [0, " + std::to_string(n_experts) +
+                       "), found " + route.dump()};
+        for (size_t b = 0; b < a; ++b)
+          if (route[b] == v)
+            return Error{where + "[" + std::to_string(i) + "]: expected distinct ids, found " + route.dump()};
+        ids.push_back(uint16_t(v.get<int64_t>()));
+      }
+    }
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
 }  // namespace
 
 RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s) {
@@ -82,8 +122,10 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
   DS4_TRY(json j, parse_json_text(ss.str(), path));
   if (!j.is_object() || j.value("format", std::string()) != "ds4-routing-stats")
     return Error{path + ": expected \"format\": \"ds4-routing-stats\""};
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)
-    return Error{path + ": expected \"version\": 1"};
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      (j["version"].get<int>() != 1 && j["version"].get<int>() != 2))
+    return Error{path + ": expected \"version\": 1 or 2, found " + (j.contains("version") ? j["version"].dump() : "none")};
+  const int version = j["version"].get<int>();
   auto int_key = [&](const char* key, int64_t expect) -> Result<int64_t> {
     if (!j.contains(key) || !j[key].is_number_integer())
       return Error{path + ": missing or non-integer key '" + key + "'"};
@@ -156,12 +198,41 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
       r.coactivation.push_back(std::move(pairs));
     }
   }
+  if (j.contains("routes")) {
+    if (version < 2) return Error{path + ": key 'routes' needs \"version\": 2, found version 1"};
+    DS4_TRY(r.routes, read_routes(j["routes"], path, n_layers, n_experts, top_k, tokens));
+  }
   return r;
+}
+
+std::vector<double> coactivation_rates(const RoutingStats& stats, int l) {
+  const int E = stats.n_experts(), k = stats.top_k;
+  std::vector<double> c;
+  if (l < 0 || l >= stats.n_layers()) return c;
+  if (!stats.coactivation.empty() && stats.tokens > 0) {
+    c.assign(size_t(E) * size_t(E), 0.0);
+    for (const auto& pr : stats.coactivation[size_t(l)]) {
+      const double v = double(pr.n) / double(stats.tokens);
+      c[size_t(pr.a) * size_t(E) + size_t(pr.b)] = v;
+      c[size_t(pr.b) * size_t(E) + size_t(pr.a)] = v;
+    }
+  } else if (stats.n_routes() > 0) {
+    c.assign(size_t(E) * size_t(E), 0.0);
+    const auto& ids = stats.routes[size_t(l)];
+    const int64_t n = stats.n_routes();
+    const double w = 1.0 / double(n);
+    for (int64_t t = 0; t < n; ++t)
+      for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j)
+          if (i != j) c[size_t(ids[size_t(t * k + i)]) * size_t(E) + ids[size_t(t * k + j)]] += w;
+  }
+  return c;
 }
 
 Result<void> write_routing_stats(const std::string& path, const std::string& model, int top_k, int64_t tokens,
                                  const std::vector<std::vector<int64_t>>& counts,
-                                 const std::vector<std::vector<RoutingStats::Pair>>& coactivation) {
+                                 const std::vector<std::vector<RoutingStats::Pair>>& coactivation,
+                                 const std::vector<std::vector<uint16_t>>& routes) {
   json j;
   j["format"] = "ds4-routing-stats";
   j["version"] = 1;
@@ -171,6 +242,24 @@ Result<void> write_routing_stats(const std::string& path, const std::string& mod
   j["top_k"] = top_k;
   j["tokens"] = tokens;
   j["counts"] = counts;
+  if (!routes.empty()) {
+    if (routes.size() != counts.size())
+      return Error{path + ": routes: expected " + std::to_string(counts.size()) + " layers, found " +
+                   std::to_string(routes.size())};
+    json rt = json::array();
+    for (size_t l = 0; l < routes.size(); ++l) {
+      if (top_k <= 0 || routes[l].size() % size_t(top_k) != 0 || routes[l].size() != routes[0].size())
+        return Error{path + ": routes[" + std::to_string(l) + "]: expected " + std::to_string(routes[0].size()) +
+                     " ids (a multiple of top_k = " + std::to_string(top_k) + "), found " +
+                     std::to_string(routes[l].size())};
+      json row = json::array();
+      for (size_t i = 0; i < routes[l].size(); i += size_t(top_k))
+        row.push_back(std::vector<uint16_t>(routes[l].begin() + std::ptrdiff_t(i), routes[l].begin() + std::ptrdiff_t(i) + top_k));
+      rt.push_back(std::move(row));
+    }
+    j["version"] = 2;
+    j["routes"] = std::move(rt);
+  }
   if (!coactivation.empty()) {
     json co = json::array();
     for (const auto& layer : coactivation) {

@@ -1,5 +1,6 @@
 // engine/cli/cmd_calibrate.cpp — `ds4-offload calibrate -m MODEL --prompts FILE [-o STATS.json]
-// [--ctx N] [-t N] [--activations f32|q8]`: routing statistics for the placement planner.
+// [--ctx N] [-t N] [--activations f32|q8] [--max-routes N]`: routing statistics for the placement
+// planner.
 //
 // Prompts: every non-empty line of FILE is one prompt (a file without newlines is therefore one
 // prompt; write multi-line documents with their newlines replaced). Each prompt is tokenized
@@ -7,8 +8,11 @@
 // sequence state in windows of at most --ctx tokens (a longer prompt continues in a fresh window).
 // No sampling: only the prompt tokens are routed. Every evaluated token (BOS included) is counted
 // in every layer: its top_k selected experts (hash layers: tid2eid of the token) and every
-// unordered pair of them (co-activation within a token). Output: ds4-routing-stats v1 with the
-// optional "coactivation" key (placement/routing_stats.h), read by `plan --stats`.
+// unordered pair of them (co-activation within a token); up to --max-routes whole token routes per
+// layer are kept (a uniform, deterministic reservoir sample of all tokens, the same tokens in
+// every layer; placement/routing_counter.h). Output: ds4-routing-stats with the "coactivation" key,
+// version 2 with "routes" (version 1 with --max-routes 0) (placement/routing_stats.h), read by
+// `plan --stats`, whose cost model samples the routes (co-activation preserved).
 //
 // The router choices come from the engine's trace hook (Dsv4Session::set_trace, engine/dsv4_model.h),
 // which records decisions without changing numerics.
@@ -33,6 +37,7 @@ struct CalibrateArgs {
   std::string out = "routing-stats.json";
   int ctx = 0;      // 0 = min(4096, context_length)
   int chunk = 512;  // tokens per eval call
+  int max_routes = 4096;  // token routes kept per layer
 };
 CalibrateArgs args;
 
@@ -44,6 +49,10 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v1)")->capture_default_str();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
   s->add_option("--chunk", args.chunk, "Tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  s->add_option("--max-routes", args.max_routes,
+                 "Token routes (expert sets) kept per layer for the planner's cost model (0 = none: version-1 file)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
@@ -77,7 +86,8 @@ int run() {
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
   if (ctx > c.n_ctx)
     return fail(cmd, "--ctx " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
-  placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used);
+  if (c.n_expert > 65536) return fail(cmd, "the model has " + std::to_string(c.n_expert) + " experts; at most 65536 supported");
+  placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used, args.max_routes);
   Dsv4Session session(dm);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t windows = 0;
@@ -111,7 +121,8 @@ int run() {
   if (!tokens) return fail(cmd, tokens.error().message);
   const auto co = counter.coactivation();
   const std::string name = std::filesystem::path(args.model.model).filename().string();
-  auto w = placement::write_routing_stats(args.out, name, c.n_expert_used, tokens.value(), counter.counts(), co);
+  auto w = placement::write_routing_stats(args.out, name, c.n_expert_used, tokens.value(), counter.counts(), co,
+                                           counter.routes());
   if (!w) return fail(cmd, w.error().message);
   // Summary: tokens, speed, per-layer share of the hottest expert and distinct pairs.
   std::fprintf(stderr, "calibrate: %zu prompts, %lld windows, %lld tokens in %.2f s (%.1f tok/s)\n", prompts.size(),
@@ -124,7 +135,8 @@ int run() {
                  l, l < c.n_hash_layers ? " (hash)" : "", (long long)used, c.n_expert,
                  100.0 * double(hot) / double(std::max<int64_t>(1, tokens.value())), co[size_t(l)].size());
   }
-  std::fprintf(stderr, "calibrate: wrote %s\n", args.out.c_str());
+  std::fprintf(stderr, "calibrate: wrote %s (%lld token routes per layer kept)\n", args.out.c_str(),
+               (long long)std::min<int64_t>(tokens.value(), args.max_routes));
   return 0;
 }
 

@@ -82,7 +82,7 @@ CLI::App* setup(CLI::App& app) {
                 "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
   s->add_option("--routing-out", args.routing_out,
                 "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
-                "(ds4-routing-stats v1, the format of `calibrate`)");
+                "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)");
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
   return s;
 }
@@ -281,14 +281,15 @@ int run() {
   if (ds) ds->set_trace(nullptr);
   if (!args.routing_out.empty()) {
     const ModelConfig& c = m->config();
-    placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used);
+    // Every decode token's route is kept (up to 65536 per layer; routing_stats.h version 2).
+    placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used, 65536);
     for (int l = 0; l < c.n_layer; ++l)
       for (const auto& r : routes[size_t(l)])
         if (auto a = counter.add(l, r); !a) return fail(cmd, "--routing-out: layer " + std::to_string(l) + ": " + a.error().message);
     auto tokens = counter.tokens();
     if (!tokens || *tokens == 0) return fail(cmd, "--routing-out: no decode token was routed (use -n 2 or more)");
     auto w = placement::write_routing_stats(args.routing_out, "decode of " + args.model.model, c.n_expert_used,
-                                            *tokens, counter.counts());
+                                            *tokens, counter.counts(), counter.coactivation(), counter.routes());
     if (!w) return fail(cmd, w.error().message);
   }
   if (plan) {
