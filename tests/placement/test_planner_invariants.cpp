@@ -1,14 +1,18 @@
-// Planner invariants on many generated inputs (random models, machines, budgets, routing):
+// Planner invariants on many generated inputs (random models, machines, budgets, routing; every
+// third case has co-firing statistics with recorded routes, so planner step 2b runs):
 // every expert placed exactly once, no capacity exceeded (re-accounted here, independently of
 // planner.cpp), identical plans across runs, and a larger VRAM budget never predicts a slower
 // decode step. Plus the clear errors for inputs that cannot be planned.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "placement/cost_model.h"
 #include "placement/plan_report.h"
 #include "placement/planner.h"
+#include "placement/routing_counter.h"
+#include "tests/support/test_env.h"
 
 namespace ds4::placement {
 namespace {
@@ -95,6 +99,35 @@ HwProfile random_profile(std::mt19937_64& rng, int64_t routed_bytes) {
   return p;
 }
 
+// Statistics with co-activation (a statistics file with recorded routes, read back): per layer a
+// random order of the experts, each of 200 tokens selecting top_k consecutive ones in that order
+// from a random start; 64 routes kept (reservoir). Exercises planner step 2b and route samples.
+RoutingStats cofiring_routes_stats(const ModelShape& shape, uint64_t seed) {
+  std::mt19937_64 rng(seed * 31 + 7);
+  const int L = shape.n_layers, E = shape.n_experts, k = shape.top_k;
+  std::vector<std::vector<int>> order(static_cast<size_t>(L), std::vector<int>(static_cast<size_t>(E)));
+  for (auto& o : order) {
+    for (int e = 0; e < E; ++e) o[size_t(e)] = e;
+    std::shuffle(o.begin(), o.end(), rng);
+  }
+  RoutingCounter counter(L, E, k, 64);
+  for (int t = 0; t < 200; ++t)
+    for (int l = 0; l < L; ++l) {
+      const int start = int(rng() % uint64_t(E));
+      std::vector<int32_t> sel;
+      for (int i = 0; i < k; ++i) sel.push_back(order[size_t(l)][size_t((start + i) % E)]);
+      EXPECT_TRUE(counter.add(l, sel).ok());
+    }
+  const auto path = (test::scratch_dir("invariants_routes_" + std::to_string(seed)) / "s.json").string();
+  EXPECT_TRUE(write_routing_stats(path, "generated", k, 200, counter.counts(), counter.coactivation(), counter.routes())
+                  .ok());
+  auto st = load_routing_stats(path, L, E, k);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  RoutingStats out = std::move(st).value();
+  out.source = "co-firing routes";
+  return out;
+}
+
 std::unique_ptr<Case> make_case(uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto c = std::make_unique<Case>();
@@ -106,6 +139,7 @@ std::unique_ptr<Case> make_case(uint64_t seed) {
   const double s = (rng() % 3 == 0) ? 0.0 : 2.0 * double(rng() % 1000) / 1000;
   c->stats = s == 0 ? uniform_routing(c->shape.n_layers, c->shape.n_experts, c->shape.top_k)
                     : zipf_routing(c->shape.n_layers, c->shape.n_experts, c->shape.top_k, s);
+  if (seed % 3 == 0) c->stats = cofiring_routes_stats(c->shape, seed);
   c->opt.ctx = 256 + int64_t(rng() % 4096);
   c->opt.prefill_chunk = 64;
   c->opt.samples = 48;
@@ -185,7 +219,7 @@ void expect_within_capacity(const Case& c, const HwProfile& hw, const Plan& p) {
 const Policy kPolicies[] = {Policy::Planner, Policy::PocketLlm, Policy::FrequencyGreedy, Policy::AllCpu};
 
 TEST(PlannerInvariants, GeneratedInputs) {
-  int planned = 0, no_room = 0, checked_monotone = 0;
+  int planned = 0, no_room = 0, checked_monotone = 0, coact_changed = 0, coact_compared = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     auto c = make_case(seed);
     SCOPED_TRACE(c->label);
@@ -200,6 +234,10 @@ TEST(PlannerInvariants, GeneratedInputs) {
         continue;
       }
       ++planned;
+      for (const auto& n : plan->notes) {
+        coact_changed += n.find("(step 2b)") != std::string::npos;
+        coact_compared += n.find("with snake ownership only") != std::string::npos;
+      }
       expect_within_capacity(*c, c->hw, plan.value());
       EXPECT_TRUE(check_plan(cm, plan.value()).ok());
       // Identical across runs (placements, modes and predictions, via the plan file).
@@ -228,8 +266,10 @@ TEST(PlannerInvariants, GeneratedInputs) {
   }
   EXPECT_GT(planned, 300);
   EXPECT_GT(checked_monotone, 50);
-  std::printf("planned %d, host too small without NVMe %d, monotonicity checks %d\n", planned, no_room,
-              checked_monotone);
+  EXPECT_GT(coact_compared, 5);   // co-firing cases with >= 2 GPUs: step 2b ran and was compared
+  EXPECT_GT(coact_changed, 0);    // and its owners were kept on some
+  std::printf("planned %d, host too small without NVMe %d, monotonicity checks %d, step 2b compared %d, kept %d\n",
+              planned, no_room, checked_monotone, coact_compared, coact_changed);
 }
 
 TEST(PlannerInvariants, VramSweepIsMonotone) {
