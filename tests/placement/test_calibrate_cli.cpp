@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -121,7 +122,10 @@ TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
   std::ifstream in(stats);
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_EQ(j["format"], "ds4-routing-stats");
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);  // token routes kept (calibrate --max-routes, default 4096)
+  ASSERT_LE(ids.size(), 4096u);   // so every token's route is kept, in token order
+  ASSERT_EQ(j["routes"].size(), size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) EXPECT_EQ(j["routes"][size_t(l)].size(), ids.size()) << "layer " << l;
   ASSERT_EQ(j["tokens"].get<int64_t>(), int64_t(ids.size()));
   ASSERT_EQ(j["n_layers"].get<int>(), c.n_layer);
   ASSERT_EQ(j["top_k"].get<int>(), c.n_expert_used);
@@ -159,6 +163,12 @@ TEST(CalibrateCli, StatsMatchTheRouterOnTheTinyFixture) {
     std::map<std::pair<int, int>, int64_t> got_pairs;
     for (const auto& tr : j["coactivation"][size_t(l)]) got_pairs[{tr[0].get<int>(), tr[1].get<int>()}] = tr[2];
     EXPECT_EQ(got_pairs, expect_pairs) << "hash layer " << l;
+    // Route i is token i's tid2eid row (as a set).
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::set<int32_t> want(tid2eid + int64_t(ids[i]) * k, tid2eid + int64_t(ids[i]) * k + k), got;
+      for (const auto& v : j["routes"][size_t(l)][i]) got.insert(v.get<int32_t>());
+      EXPECT_EQ(got, want) << "hash layer " << l << ", token " << i;
+    }
   }
 
   // Windows of 8 tokens (fresh state each) route the same tokens: the token total and the hash
