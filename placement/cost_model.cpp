@@ -43,6 +43,7 @@ RoutingSamples draw_routing_samples(const RoutingStats& stats, int n, uint64_t s
     out.from_routes = true;
     for (int l = 0; l < stats.n_layers(); ++l) {
       const auto& r = stats.routes[size_t(l)];
+      DS4_CHECK(int(stats.routes.size()) == stats.n_layers() && int64_t(r.size()) == N * k);
       std::vector<uint16_t> ids;
       ids.reserve(size_t(n) * size_t(k));
       for (int s = 0; s < n; ++s) {
