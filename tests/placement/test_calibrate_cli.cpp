@@ -21,6 +21,7 @@
 #include "placement/routing_stats.h"
 #include "placement/topology.h"
 #include "staging/h2d_probe.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/test_env.h"
 
 namespace ds4 {
@@ -28,22 +29,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Out {
-  int code = -1;
-  std::string text;
-};
+using Out = test::CliOut;
 
 Out sh(const std::string& args) {
-  std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + args + " 2>&1";
-  Out o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
+  return test::run_cli(DS4_OFFLOAD_EXE, args, /*merge_stderr=*/true);
 }
 
 fs::path fixture() { return test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp4.gguf"; }
