@@ -183,7 +183,9 @@ void expect_within_capacity(const Case& c, const HwProfile& hw, const Plan& p) {
         ASSERT_LT(e.owner, R);
       }
       if (e.tier == Tier::Vram) vram[size_t(e.owner)] += b;
-      if (e.tier == Tier::Nvme) EXPECT_FALSE(hw.nvme.empty());
+      if (e.tier == Tier::Nvme) {
+        EXPECT_FALSE(hw.nvme.empty());
+      }
       if (e.tier == Tier::Host || e.tier == Tier::Cpu) {
         ASSERT_GE(e.node, 0);
         ASSERT_LT(e.node, int(hw.nodes.size()));
@@ -213,7 +215,9 @@ void expect_within_capacity(const Case& c, const HwProfile& hw, const Plan& p) {
                         int64_t(double(hw.host_reserved_bytes) * double(hw.nodes[n].memory_bytes) / double(mem));
     EXPECT_LE(host[n], cap) << "node " << n;
   }
-  if (hw.memlock_bytes >= 0) EXPECT_LE(pinned, hw.memlock_bytes);
+  if (hw.memlock_bytes >= 0) {
+    EXPECT_LE(pinned, hw.memlock_bytes);
+  }
 }
 
 const Policy kPolicies[] = {Policy::Planner, Policy::PocketLlm, Policy::FrequencyGreedy, Policy::AllCpu};
@@ -324,7 +328,9 @@ TEST(PlannerInvariants, NeverSlowerThanABaseline) {
       ASSERT_TRUE(base.ok()) << base.error().message;
       const double tb = cm.predict(base.value()).decode_step_s;
       EXPECT_LE(t, tb) << policy_name(b);
-      if (planner->rule == policy_name(b)) EXPECT_EQ(t, tb) << policy_name(b);
+      if (planner->rule == policy_name(b)) {
+        EXPECT_EQ(t, tb) << policy_name(b);
+      }
       ++compared;
     }
     kept_baseline += planner->rule != "planner";
