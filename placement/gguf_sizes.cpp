@@ -50,6 +50,9 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
   DS4_TRY(int64_t layers, int_key(md, file, {"deepseek4.block_count"}));
   s.n_layers = int(layers);
   DS4_TRY(s.dim, int_key(md, file, {"deepseek4.embedding_length"}));
+  if (md.has("deepseek4.context_length")) {
+    DS4_TRY(s.max_ctx, md.get_int("deepseek4.context_length"));
+  }
   const gguf::TensorInfo* embd = m.find("token_embd.weight");
   if (md.has("deepseek4.vocab_size")) {
     DS4_TRY(s.vocab, md.get_int("deepseek4.vocab_size"));

@@ -18,6 +18,7 @@ ModelShape dsv4_flash_shape() {
   s.n_layers = 43;
   s.dim = 4096;
   s.vocab = 129280;
+  s.max_ctx = 1048576;
   s.n_heads = 64;
   s.head_dim = 512;
   s.q_lora_rank = 1024;
@@ -127,6 +128,7 @@ Result<ModelShape> load_model_shape(const std::string& path) {
   s.n_layers = int(n_layers);
   DS4_TRY(s.dim, get_int(*j, path, {"hidden_size", "dim", "embedding_length"}, nullptr));
   DS4_TRY(s.vocab, get_int(*j, path, {"vocab_size", "vocab"}, nullptr));
+  DS4_TRY(s.max_ctx, get_int(*j, path, {"max_position_embeddings", "max_seq_len", "context_length"}, &zero));
   DS4_TRY(int64_t nh, get_int(*j, path, {"num_attention_heads", "n_heads", "head_count"}, nullptr));
   s.n_heads = int(nh);
   DS4_TRY(s.head_dim, get_int(*j, path, {"head_dim", "key_length"}, nullptr));

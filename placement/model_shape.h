@@ -35,6 +35,8 @@ struct ModelShape {
   int64_t moe_inter = 0;            ///< expert FFN width: 2048 (routed and shared)
   int n_hash_layers = 0;            ///< layers routed by token id: 3 (layers 0..2)
   int hc_mult = 0;                  ///< mHC stream count: 4
+  int64_t max_ctx = 0;              ///< longest context the model supports (tokens; 0 = unknown):
+                                    ///< 1048576 for Flash (max_position_embeddings)
 
   /// Weights of one routed expert (w1 + w3 + w2): 3 * dim * moe_inter.
   int64_t expert_params() const { return 3 * dim * moe_inter; }

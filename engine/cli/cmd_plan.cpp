@@ -76,6 +76,10 @@ struct PlanArgs {
   int64_t host_cap_kib = -1;
 };
 PlanArgs args;
+CLI::Option* ctx_option = nullptr;    // to tell a given --ctx from the default
+CLI::Option* prior_option = nullptr;
+CLI::Option* zipf_option = nullptr;
+CLI::Option* chunk_option = nullptr;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
@@ -85,14 +89,17 @@ CLI::App* setup(CLI::App& app) {
                 "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
   s->add_option("--quant-mix", args.quant_mix, "Quant mix without -m: ds4-q2, iq1_m, mxfp4, q4_k");
   s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine");
-  s->add_option("--ctx", args.ctx, "Context length the KV/state budget is sized for (tokens)")
-      ->default_val(args.ctx)->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  s->add_option("--chunk", args.chunk, "Prefill chunk (tokens)")
+  ctx_option = s->add_option("--ctx", args.ctx,
+                             "Context length the KV/state budget is sized for (tokens); default 32768, or the "
+                             "model's context_length when that is shorter")
+                   ->default_val(args.ctx)
+                   ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  chunk_option = s->add_option("--chunk", args.chunk, "Prefill chunk (tokens); default 2048 or --ctx if shorter")
       ->default_val(args.chunk)->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1, from `calibrate`)");
-  s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
+  prior_option = s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
       ->default_val(args.prior)->check(CLI::IsMember({"uniform", "zipf"}));
-  s->add_option("--zipf-s", args.zipf_s, "Zipf exponent of --prior zipf")->default_val(args.zipf_s)
+  zipf_option = s->add_option("--zipf-s", args.zipf_s, "Zipf exponent of --prior zipf")->default_val(args.zipf_s)
       ->check(CLI::Range(0.0, 8.0));
   s->add_option("--samples", args.samples, "Sampled tokens per layer for decode expectations")
       ->default_val(args.samples)->check(CLI::Range(1, 1 << 20));
@@ -191,6 +198,20 @@ int run() {
     if (!z) return fail(z.error().message);
     sizes = std::move(z).value();
   }
+
+  if (shape.max_ctx > 0) {
+    if (ctx_option->count() == 0) {
+      args.ctx = std::min(args.ctx, shape.max_ctx);
+    } else if (args.ctx > shape.max_ctx) {
+      return fail("--ctx " + std::to_string(args.ctx) + " exceeds the model's context length " +
+                  std::to_string(shape.max_ctx) + " tokens");
+    }
+  }
+  if (chunk_option->count() == 0) args.chunk = std::min(args.chunk, args.ctx);
+  if (args.prior != "zipf" && zipf_option->count() > 0)
+    return fail("--zipf-s sets the exponent of --prior zipf; add --prior zipf or drop --zipf-s");
+  if (!args.stats.empty() && prior_option->count() > 0)
+    return fail("--prior is the routing assumption without statistics; --stats " + args.stats + " replaces it");
 
   if (args.probe) {
     // hw already holds the probed profile.

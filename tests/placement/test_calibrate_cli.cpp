@@ -196,6 +196,23 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   o = sh("plan --probe --probe-dir '" + (dir / "missing").string() + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("missing"), std::string::npos) << o.text;
+  // The model's context_length bounds --ctx and is the default when shorter than 32768.
+  const std::string hw = " --hw '" + (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "'";
+  const std::string m = "plan -m '" + fixture().string() + "'" + hw + " --dry-run";
+  o = sh(m + " --ctx 5000");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--ctx 5000 exceeds the model's context length 1024 tokens"), std::string::npos) << o.text;
+  o = sh(m);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("context    1024 tokens; prefill chunk 1024 tokens"), std::string::npos) << o.text;
+  // Prior flags that would be ignored are refused.
+  o = sh(m + " --zipf-s 1.2");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--zipf-s sets the exponent of --prior zipf"), std::string::npos) << o.text;
+  std::ofstream(dir / "stats.json") << "{}";
+  o = sh(m + " --prior zipf --stats '" + (dir / "stats.json").string() + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("replaces it"), std::string::npos) << o.text;
 }
 
 }  // namespace
