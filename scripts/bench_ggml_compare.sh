@@ -84,13 +84,14 @@ done
 python3 - "$OUT" "$ROUNDS" "$OPENMP" "$(uname -n)" <<'EOF'
 import csv, glob, json, statistics, sys
 out, rounds, openmp, host = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-ggml, vdt = {}, {}
+ggml, ggml_cpu, vdt = {}, {}, {}
 for row in csv.reader(open(f"{out}/ggml.csv")):
-    _, typ, shape, rows, cols, th, mode, vd, gbps, ms = row
+    _, typ, shape, rows, cols, th, mode, vd, gbps, ms, cpu_gbps = row
     key = (typ.upper(), shape, int(th), mode)
     ggml.setdefault(key, []).append(float(gbps))
+    ggml_cpu.setdefault(key, []).append(float(cpu_gbps))
     vdt[typ.upper()] = vd
-ours, ctx = {}, {}
+ours, ours_cpu, ctx = {}, {}, {}
 for f in sorted(glob.glob(f"{out}/ours.*.json")):
     d = json.load(open(f))
     ctx = d.get("context", ctx)
@@ -99,6 +100,8 @@ for f in sorted(glob.glob(f"{out}/ours.*.json")):
         p = b["name"].split("/")
         key = (p[0], p[1], int(p[4][1:]), p[5])
         ours.setdefault(key, []).append(float(b["GBps"]))
+        # weight_MB (1e6 B) per iteration / cpu_time (ms) = GB per CPU-second
+        ours_cpu.setdefault(key, []).append(float(b["weight_MB"]) / float(b["cpu_time"]))
 med = lambda v: statistics.median(v) if v else float("nan")
 print(f"host {host}; ggml threads via {'OpenMP' if openmp == 'ON' else 'its own threadpool'}; "
       f"{rounds} alternating rounds, median GB/s of weight bytes (1e9 B/s)")
@@ -114,4 +117,13 @@ print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
 for key in sorted(set(ggml) & set(ours), key=lambda k: (k[0], k[1], k[2], k[3])):
     g, o = med(ggml[key]), med(ours[key])
     print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g:.2f} | {o:.2f} | {o / g:.2f}x |")
+print()
+print("Kernel speed per core: 1 thread, hot, GB per second of CPU time (other processes sharing")
+print("the core do not count; ggml's includes its activation quantization):")
+print()
+print("| type | shape | ggml GB/CPU-s | ours GB/CPU-s | ours / ggml |")
+print("| --- | --- | ---: | ---: | ---: |")
+for key in sorted(k for k in set(ggml_cpu) & set(ours_cpu) if k[2] == 1 and k[3] == "hot"):
+    g, o = med(ggml_cpu[key]), med(ours_cpu[key])
+    print(f"| {key[0]} | {key[1]} | {g:.2f} | {o:.2f} | {o / g:.2f}x |")
 EOF

@@ -11,8 +11,11 @@
 //    weights come from DRAM (as bench_cpu_kernels' "cold");
 //  * hot: the same matrix every call (cache-resident).
 // Output: one CSV line per case on stdout:
-//   ggml,<type>,<shape tag>,<rows>,<cols>,<threads>,<cold|hot>,<vec_dot_type>,<GB/s>,<ms per call>
-// GB/s = weight bytes per call / seconds per call / 1e9 (median of --reps timed runs).
+//   ggml,<type>,<shape tag>,<rows>,<cols>,<threads>,<cold|hot>,<vec_dot_type>,<GB/s>,<ms per call>,<cpu GB/s>
+// GB/s = weight bytes per call / wall seconds per call / 1e9 (median of --reps timed runs);
+// cpu GB/s = the same per second of process CPU time (std::clock): with one thread it is the
+// kernel's speed per core even when other processes share the core (with more threads it also
+// counts spinning, so only the 1-thread figure is a kernel measure).
 //
 // Usage: ggml_matvec [--threads N] [--types q8_0,mxfp4,...] [--min-time SEC] [--reps R] [--pool-mib M]
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <thread>
@@ -182,10 +186,11 @@ int main(int argc, char** argv) {
           }
         };
         for (int i = 0; i < 3; ++i) call();  // warm-up (threads, caches)
-        std::vector<double> per_call;
+        std::vector<double> per_call, cpu_per_call;
         for (int r = 0; r < opt.reps; ++r) {
           int64_t n = 0;
           const auto t0 = Clock::now();
+          const std::clock_t c0 = std::clock();
           double s = 0;
           do {
             call();
@@ -193,11 +198,12 @@ int main(int argc, char** argv) {
             s = std::chrono::duration<double>(Clock::now() - t0).count();
           } while (s < opt.min_time);
           per_call.push_back(s / double(n));
+          cpu_per_call.push_back(double(std::clock() - c0) / CLOCKS_PER_SEC / double(n));
         }
-        const double sec = median(per_call);
-        std::printf("ggml,%s,%s,%lld,%lld,%d,%s,%s,%.3f,%.4f\n", ggml_type_name(type), sh.tag, (long long)sh.rows,
+        const double sec = median(per_call), cpu_sec = median(cpu_per_call);
+        std::printf("ggml,%s,%s,%lld,%lld,%d,%s,%s,%.3f,%.4f,%.3f\n", ggml_type_name(type), sh.tag, (long long)sh.rows,
                     (long long)sh.cols, opt.threads, cold ? "cold" : "hot", ggml_type_name(vdt),
-                    double(mat_bytes) / sec * 1e-9, sec * 1e3);
+                    double(mat_bytes) / sec * 1e-9, sec * 1e3, double(mat_bytes) / cpu_sec * 1e-9);
         std::fflush(stdout);
       }
       ggml_free(ctx);
