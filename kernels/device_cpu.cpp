@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 
@@ -220,9 +221,11 @@ class CpuDevice final : public Device {
     }
     // Q8_1 activations, one row per token, quantized once for all matrices.
     bool q8[2] = {false, false};
+    cpu::RowsDotFn rows_dot[2] = {nullptr, nullptr};
     bool any_q8 = false;
     for (int k = 0; k < nw; ++k) {
       q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
+      if (q8[k]) rows_dot[k] = cpu::simd_rows_dot(ws[k]->type);
       any_q8 = any_q8 || q8[k];
     }
     const int64_t q8_row_bytes = in / 32 * 36;
@@ -245,6 +248,15 @@ class CpuDevice final : public Device {
       float* y = ys[k];
       const int64_t r0 = task * kRowsPerTask, r1 = std::min(w.out, r0 + kRowsPerTask);
       thread_local std::vector<float> row;
+      if (q8[k] && rows_dot[k] != nullptr) {
+        // Multi-row SIMD kernel: the same bits as vec_dot_q8_1 per row (kernels/cpu/dot_dispatch.h).
+        float tmp[kRowsPerTask];
+        for (int64_t t = 0; t < n; ++t) {
+          rows_dot[k](w.row(r0), int64_t(w.row_bytes), r1 - r0, xq.data() + t * q8_row_bytes, in, tmp);
+          for (int64_t r = r0; r < r1; ++r) y[t * w.out + r] = tmp[r - r0];
+        }
+        return;
+      }
       for (int64_t r = r0; r < r1; ++r) {
         if (q8[k]) {
           for (int64_t t = 0; t < n; ++t)

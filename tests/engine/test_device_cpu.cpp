@@ -106,6 +106,32 @@ TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
 
 // dot_f32's documented order (8 interleaved lanes, pairwise combine, ascending tail), written
 // out here independently: the (possibly vectorized) implementation must match it bit for bit.
+// The Q8_1 matmul (multi-row SIMD kernels where selected) gives, for every token and row, the
+// bits of the per-row vec_dot_q8_1 of that row with that token's Q8_1 blocks; 70 rows cut the
+// 16-row tasks unevenly.
+TEST(DeviceCpu, Q8MatmulEqualsPerRowDotForEveryType) {
+  const int64_t in = 512, out = 70, n = 3;
+  auto wf = randn(in * out, 11), x = randn(n * in, 12);
+  auto d = dev::make_cpu_device(2);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                        GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+    SCOPED_TRACE(ggml_type_name(static_cast<uint32_t>(type)));
+    ASSERT_TRUE(cpu::can_quantize(type));
+    const auto* geo = ggml_type_geometry(static_cast<uint32_t>(type));
+    const uint64_t rb = in / geo->block_elems * geo->block_bytes;
+    std::vector<uint8_t> wq(rb * out);
+    for (int64_t r = 0; r < out; ++r) cpu::quantize_row(type, wf.data() + r * in, wq.data() + r * rb, in);
+    const dev::WeightMatrix w{type, wq.data(), in, out, rb};
+    std::vector<float> y(n * out);
+    d->matmul(w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
+    std::vector<uint8_t> xq(in / 32 * 36);
+    for (int64_t t = 0; t < n; ++t) {
+      cpu::quantize_row_q8_1(x.data() + t * in, xq.data(), in);
+      for (int64_t r = 0; r < out; ++r) ASSERT_EQ(y[t * out + r], cpu::vec_dot_q8_1(type, w.row(r), xq.data(), in)) << t << "," << r;
+    }
+  }
+}
+
 TEST(DeviceCpu, DotF32FollowsTheDocumentedOrderExactly) {
   for (int64_t n : {0, 1, 7, 8, 9, 64, 131, 1000}) {
     auto a = randn(n, 10 + n), b = randn(n, 20 + n);
