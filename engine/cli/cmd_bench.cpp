@@ -573,7 +573,6 @@ int run() {
     std::printf("- note: the weights (%.1f MiB) fit in the last-level cache (%.0f MiB), so decode reads them from cache "
                 "and %% mem bw is not a DRAM bound here\n",
                 double(m->weight_bytes()) / 1048576.0, double(llc) / 1048576.0);
-  std::printf("\n");
   std::printf("- roofline: %% roofline = (B/tok / host read GB/s + staged B/tok / memcpy GB/s) x t/s (NVMe not "
               "charged)\n");
   std::printf("\n");
