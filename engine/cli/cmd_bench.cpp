@@ -571,7 +571,7 @@ int run() {
               bpt);
   if (const int64_t llc = cpu::llc_bytes(); llc > 0 && int64_t(m->weight_bytes()) < llc)
     std::printf("- note: the weights (%.1f MiB) fit in the last-level cache (%.0f MiB), so decode reads them from cache "
-                "and %% mem bw is not a DRAM bound here\n",
+                "and %% roofline is not a DRAM bound here\n",
                 double(m->weight_bytes()) / 1048576.0, double(llc) / 1048576.0);
   std::printf("- roofline: %% roofline = (B/tok / host read GB/s + staged B/tok / memcpy GB/s) x t/s (NVMe not "
               "charged)\n");
