@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "engine/dsv4_model.h"
+#include "placement/gguf_sizes.h"
 #include "placement/plan_file.h"
 #include "staging/expert_store.h"
 #include "staging/store_options.h"
@@ -44,11 +45,16 @@ struct PlanSetup {
 
 /// Reads the plan file of `o` for model `c` (`path` names the model in errors) and checks it
 /// against the options (see ModelOptions::expert_plan).
-Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, const ModelConfig& c) {
+Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, const ModelConfig& c,
+                             const gguf::GgufModel& file) {
   const std::string& f = o.expert_plan;
   if (!o.experts_tier.empty())
     return Error{path + ": expert plan " + f + " and --experts-tier " + o.experts_tier + ": expected one of them"};
   DS4_TRY(placement::PlanFile pf, placement::read_plan_file(f, c.n_layer, c.n_expert, c.n_expert_used));
+  // Same shape, other expert type: the plan's byte sizes say so (placement/gguf_sizes.h counts
+  // them as `plan -m` did).
+  DS4_TRY(placement::GgufPlanModel pm, placement::plan_model_from_gguf(file));
+  DS4_TRY_VOID(placement::check_plan_expert_bytes(pf, pm.sizes.expert_bytes, f));
   const placement::Plan& p = pf.plan;
   if (p.ranks != 0 && p.ranks != o.tp)
     return Error{f + ": the plan places experts on " + std::to_string(p.ranks) + " GPU ranks; expected --tp " +
@@ -110,7 +116,7 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
   }
   if (!opts.expert_plan.empty()) {
-    DS4_TRY(PlanSetup ps, plan_setup(path, opts, m->config_));
+    DS4_TRY(PlanSetup ps, plan_setup(path, opts, m->config_, m->file_));
     if (!ps.owners.empty()) m->opts_.expert_placement = std::move(ps.owners);
     staging::StoreOptions so;
     // Staging slots: one step of one layer (top_k). The planner budgets 2 layers x top_k on the

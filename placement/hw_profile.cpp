@@ -3,7 +3,9 @@
 
 #include "placement/json_text.h"
 
+#include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -49,6 +51,9 @@ class ObjReader {
     DS4_TRY(const json* v, get(key));
     if (!v->is_number_integer()) return type_error(key, "an integer", *v);
     int64_t i = v->get<int64_t>();
+    if (i > int64_t(INT32_MAX))  // stored as int (ids, cores)
+      return Error{where_ + ": " + key + ": expected an integer <= " + std::to_string(INT32_MAX) + ", found " +
+                   v->dump()};
     if (i < min_value)
       return Error{where_ + ": " + key + ": expected an integer >= " + std::to_string(min_value) +
                    ", found " + std::to_string(i)};
@@ -251,6 +256,8 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
 }
 
 Result<HwProfile> load_hw_profile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a hardware profile file, found a directory"};
   std::ifstream in(path);
   if (!in) return Error{path + ": cannot open hardware profile"};
   std::stringstream ss;

@@ -3,6 +3,8 @@
 
 #include "placement/json_text.h"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -39,7 +41,8 @@ Result<std::vector<double>> get_numbers(const json& o, const std::string& where,
     return Error{where + "." + k + ": expected " + std::to_string(n) + " numbers, found " + std::to_string(a.size())};
   std::vector<double> v;
   for (size_t i = 0; i < n; ++i) {
-    if (!a[i].is_number()) return Error{where + "." + k + "[" + std::to_string(i) + "]: expected a number, found " + a[i].dump()};
+    if (!a[i].is_number() || !std::isfinite(a[i].get<double>()) || a[i].get<double>() < 0)
+      return Error{where + "." + k + "[" + std::to_string(i) + "]: expected a non-negative number, found " + a[i].dump()};
     v.push_back(a[i].get<double>());
   }
   return v;
@@ -52,6 +55,8 @@ double TierBytes::link_total() const { return sum(link); }
 double TierBytes::cpu_total() const { return sum(cpu); }
 
 Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_experts, int top_k) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a plan file, found a directory"};
   std::ifstream in(path);
   if (!in) return Error{path + ": cannot open plan file"};
   std::stringstream ss;
@@ -59,6 +64,16 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
   DS4_TRY(const json j, parse_json_text(ss.str(), path));
   if (!j.is_object()) return Error{path + ": expected a ds4-placement-plan object, found " + std::string(j.type_name())};
   const std::string& w = path;
+  // Keys read as strings or small integers here and in load_plan: wrong JSON types are named
+  // (not left to the JSON library's type error, nor truncated to int).
+  for (const char* k : {"format", "policy", "rule", "routing"})
+    if (j.contains(k) && !j[k].is_string())
+      return Error{w + "." + k + ": expected a string, found " + j[k].dump().substr(0, 60)};
+  if (j.value("format", std::string()) != "ds4-placement-plan")
+    return Error{w + ".format: expected \"ds4-placement-plan\", found " +
+                 (j.contains("format") ? j["format"].dump().substr(0, 60) : std::string("nothing"))};
+  DS4_TRY(int64_t version, get_int(j, w, "version"));
+  if (version != 1) return Error{w + ".version: expected 1, found " + std::to_string(version)};
   // Model shape first: a plan for another model is refused with the counts.
   if (!j.contains("model") || !j["model"].is_object()) return Error{w + ": model: expected an object, found nothing"};
   const json& m = j["model"];
@@ -105,10 +120,26 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
   DS4_TRY(f.predicted.vram, get_numbers(pr, pw, "vram_bytes_per_token", size_t(ranks)));
   DS4_TRY(f.predicted.link, get_numbers(pr, pw, "link_bytes_per_token", size_t(ranks)));
   DS4_TRY(f.predicted.cpu, get_numbers(pr, pw, "cpu_bytes_per_token", f.node_ids.size()));
-  if (!pr.contains("nvme_bytes_per_token") || !pr["nvme_bytes_per_token"].is_number())
-    return Error{pw + ".nvme_bytes_per_token: expected a number"};
+  if (!pr.contains("nvme_bytes_per_token") || !pr["nvme_bytes_per_token"].is_number() ||
+      !std::isfinite(pr["nvme_bytes_per_token"].get<double>()) || pr["nvme_bytes_per_token"].get<double>() < 0)
+    return Error{pw + ".nvme_bytes_per_token: expected a non-negative number, found " +
+                 (pr.contains("nvme_bytes_per_token") ? pr["nvme_bytes_per_token"].dump().substr(0, 60)
+                                                      : std::string("nothing"))};
   f.predicted.nvme = pr["nvme_bytes_per_token"].get<double>();
   return f;
+}
+
+Result<void> check_plan_expert_bytes(const PlanFile& f, const std::vector<int64_t>& model_expert_bytes,
+                                     const std::string& path) {
+  if (f.expert_bytes.size() != model_expert_bytes.size())
+    return Error{path + ": the plan lists expert_bytes for " + std::to_string(f.expert_bytes.size()) +
+                 " layers, this model has " + std::to_string(model_expert_bytes.size())};
+  for (size_t l = 0; l < f.expert_bytes.size(); ++l)
+    if (f.expert_bytes[l] != model_expert_bytes[l])
+      return Error{path + ": layers[" + std::to_string(l) + "].expert_bytes: expected " +
+                   std::to_string(model_expert_bytes[l]) + " (one routed expert of this model), found " +
+                   std::to_string(f.expert_bytes[l]) + " (a plan made for another model or expert type?)"};
+  return ok();
 }
 
 TierBytes plan_bytes_for_routing(const Plan& plan, const std::vector<int64_t>& expert_bytes, int n_nodes,

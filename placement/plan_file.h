@@ -35,12 +35,20 @@ struct PlanFile {
 };
 
 /// Reads plan file `path` for a model with `n_layers` x `n_experts` routed experts (top `top_k`).
-/// Errors name the file, key, layer and expert with expected vs found: malformed JSON, wrong
-/// format/version, model.n_layers / model.n_experts / model.top_k / layers / tier length not
+/// Errors name the file, key, layer and expert with expected vs found: a directory, malformed
+/// JSON, wrong format/version, a non-string format/policy/rule/routing, negative or non-finite
+/// prediction bytes, model.n_layers / model.n_experts / model.top_k / layers / tier length not
 /// matching the model, unknown tier character, owner outside [0, ranks) (-1 without GPUs), node
 /// outside the file's "nodes", a GPU tier in a plan without GPUs, missing or mistyped
 /// expert_bytes or prediction byte arrays (vram/link per GPU, cpu per node).
 Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_experts, int top_k);
+
+/// Error unless the plan's per-layer `expert_bytes` equal `model_expert_bytes` ([layer] bytes of
+/// one routed expert of the model being run, placement/gguf_sizes.h): a plan made for the same
+/// shape but another expert type would otherwise be accepted and its byte bookkeeping be wrong.
+/// `path` names the plan in the message (layer, expected, found).
+Result<void> check_plan_expert_bytes(const PlanFile& f, const std::vector<int64_t>& model_expert_bytes,
+                                     const std::string& path);
 
 /// Bytes `plan` moves for an observed routing, summed over tokens: `routes[l][t]` lists the
 /// experts token t selected in layer l. Same rules as CostModel::predict: Vram -> vram[owner];

@@ -222,9 +222,9 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
   DS4_TRY(json j, parse_json_text(ss.str(), path));
   if (!j.is_object() || j.value("format", std::string()) != "ds4-placement-plan")
     return Error{path + ": expected \"format\": \"ds4-placement-plan\""};
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != 1)
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
     return Error{path + ": expected \"version\": 1"};
-  if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int>() != ranks)
+  if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int64_t>() != ranks)
     return Error{path + ": ranks: expected " + std::to_string(ranks) + " (this machine's GPUs), found " +
                  (j.contains("ranks") ? j["ranks"].dump() : std::string("nothing"))};
   if (!j.contains("layers") || !j["layers"].is_array() || int(j["layers"].size()) != n_layers)
@@ -264,7 +264,7 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
       }
       if (!owners[size_t(e)].is_number_integer() || !nodes[size_t(e)].is_number_integer())
         return Error{at + ": owner/node: expected integers"};
-      const int owner = owners[size_t(e)].get<int>(), node = nodes[size_t(e)].get<int>();
+      const int64_t owner = owners[size_t(e)].get<int64_t>(), node = nodes[size_t(e)].get<int64_t>();
       if (ranks == 0 ? owner != -1 : (owner < 0 || owner >= ranks))
         return Error{at + ": owner: expected " + (ranks == 0 ? std::string("-1 (no GPUs)") : "0.." + std::to_string(ranks - 1)) +
                      ", found " + std::to_string(owner)};

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -115,17 +116,21 @@ RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s) {
 }
 
 Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, int n_experts, int top_k) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a routing statistics file, found a directory"};
   std::ifstream in(path);
   if (!in) return Error{path + ": cannot open routing statistics"};
   std::stringstream ss;
   ss << in.rdbuf();
   DS4_TRY(json j, parse_json_text(ss.str(), path));
-  if (!j.is_object() || j.value("format", std::string()) != "ds4-routing-stats")
-    return Error{path + ": expected \"format\": \"ds4-routing-stats\""};
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "ds4-routing-stats")
+    return Error{path + ": expected \"format\": \"ds4-routing-stats\", found " +
+                 (j.is_object() && j.contains("format") ? j["format"].dump().substr(0, 60) : std::string("none"))};
   if (!j.contains("version") || !j["version"].is_number_integer() ||
-      (j["version"].get<int>() != 1 && j["version"].get<int>() != 2))
+      (j["version"].get<int64_t>() != 1 && j["version"].get<int64_t>() != 2))
     return Error{path + ": expected \"version\": 1 or 2, found " + (j.contains("version") ? j["version"].dump() : "none")};
-  const int version = j["version"].get<int>();
+  const int version = int(j["version"].get<int64_t>());
   auto int_key = [&](const char* key, int64_t expect) -> Result<int64_t> {
     if (!j.contains(key) || !j[key].is_number_integer())
       return Error{path + ": missing or non-integer key '" + key + "'"};
@@ -139,7 +144,10 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
   DS4_TRY_VOID(int_key("n_experts", n_experts));
   DS4_TRY_VOID(int_key("top_k", top_k));
   DS4_TRY(int64_t tokens, int_key("tokens", -1));
-  if (tokens <= 0) return Error{path + ": key 'tokens': expected > 0, found " + std::to_string(tokens)};
+  // Bounded so that tokens * top_k * (top_k - 1) / 2 and the count sums stay exact in int64.
+  constexpr int64_t kMaxTokens = int64_t(1) << 40;
+  if (tokens <= 0 || tokens > kMaxTokens)
+    return Error{path + ": key 'tokens': expected 1.." + std::to_string(kMaxTokens) + ", found " + std::to_string(tokens)};
   if (!j.contains("counts") || !j["counts"].is_array() || int(j["counts"].size()) != n_layers)
     return Error{path + ": key 'counts': expected an array of " + std::to_string(n_layers) + " layers"};
   RoutingStats r;
@@ -183,8 +191,12 @@ Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, i
         if (!t.is_array() || t.size() != 3 || !t[0].is_number_integer() || !t[1].is_number_integer() ||
             !t[2].is_number_integer())
           return Error{where + ": expected [a, b, n] integer triples, found " + t.dump()};
-        RoutingStats::Pair pr{t[0].get<int32_t>(), t[1].get<int32_t>(), t[2].get<int64_t>()};
-        if (pr.a < 0 || pr.a >= pr.b || pr.b >= n_experts || pr.n <= 0 || pr.n > tokens)
+        const int64_t a = t[0].get<int64_t>(), b = t[1].get<int64_t>();
+        if (a < 0 || a >= b || b >= n_experts)
+          return Error{where + ": expected 0 <= a < b < " + std::to_string(n_experts) + " and 0 < n <= tokens, found " +
+                       t.dump()};
+        RoutingStats::Pair pr{int32_t(a), int32_t(b), t[2].get<int64_t>()};
+        if (pr.n <= 0 || pr.n > tokens)
           return Error{where + ": expected 0 <= a < b < " + std::to_string(n_experts) + " and 0 < n <= tokens, found " +
                        t.dump()};
         if (!pairs.empty() && (pairs.back().a > pr.a || (pairs.back().a == pr.a && pairs.back().b >= pr.b)))

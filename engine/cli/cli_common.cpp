@@ -2,6 +2,7 @@
 #include "engine/cli/cli_common.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -96,6 +97,21 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
       return Error{std::string(option) + " '" + output + "': expected a new output file, found the input '" + in +
                    "' (it would be overwritten)"};
   }
+  return ok();
+}
+
+Result<void> check_output_writable(const std::string& path, const char* option) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return ok();
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return Error{std::string(option) + ": expected a file path, found the directory '" + path + "'"};
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    return Error{std::string(option) + " '" + path + "': folder '" + dir.string() + "' does not exist"};
+  if (::access(dir.c_str(), W_OK) != 0 || (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
+    return Error{std::string(option) + " '" + path + "': not writable"};
   return ok();
 }
 

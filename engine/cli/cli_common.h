@@ -44,6 +44,11 @@ struct ModelArgs {
 Result<void> check_output_not_input(const std::string& output, const char* option,
                                     const std::vector<std::string>& inputs);
 
+/// Error unless `path` (given with option `option`) can be created or overwritten: not a
+/// directory, its folder exists, and both are writable. Run before any long work so that a bad
+/// output path fails first, with nothing written. Empty paths are fine (no output asked for).
+Result<void> check_output_writable(const std::string& path, const char* option);
+
 /// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
 void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
 

@@ -380,22 +380,6 @@ std::string placement_summary(const ModelArgs& a) {
   return s;
 }
 
-/// Error unless `path` can be created or overwritten (its folder exists and is writable), so a
-/// bad --probe-out fails before the probe runs.
-Result<void> check_writable(const std::string& path, const char* flag) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    return Error{std::string(flag) + ": expected a file path, found the directory '" + path + "'"};
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec))
-    return Error{std::string(flag) + " '" + path + "': folder '" + dir.string() + "' does not exist"};
-  if (::access(dir.c_str(), W_OK) != 0 || (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
-    return Error{std::string(flag) + " '" + path + "': not writable"};
-  return ok();
-}
-
 int run() {
   const char* cmd = "bench";
   if (args.output != "md" && args.output != "json" && args.output != "csv")
@@ -406,7 +390,7 @@ int run() {
   if (args.probe_mib < 0) return fail(cmd, "--probe-mib: expected >= 0, found " + std::to_string(args.probe_mib));
   if (!args.probe_out.empty() && !args.probe) return fail(cmd, "--probe-out needs --probe");
   if (!args.probe_out.empty())
-    if (auto w = check_writable(args.probe_out, "--probe-out"); !w) return fail(cmd, w.error().message);
+    if (auto w = check_output_writable(args.probe_out, "--probe-out"); !w) return fail(cmd, w.error().message);
   if (args.probe && !args.model.model.empty())
     return fail(cmd, "--probe measures the machine only: drop -m/--model, or drop --probe to benchmark the model");
   if (!args.probe && args.model.model.empty()) return fail(cmd, "-m/--model is required (or use --probe)");

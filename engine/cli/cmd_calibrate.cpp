@@ -75,6 +75,8 @@ int run() {
   if (prompts.empty()) return fail(cmd, args.prompts + ": no prompt (every line is empty)");
   if (auto c = check_output_not_input(args.out, "-o/--output", {args.model.model, args.prompts}); !c)
     return fail(cmd, c.error().message);
+  if (args.out.empty()) return fail(cmd, "-o/--output: expected a file path, found an empty string");
+  if (auto w = check_output_writable(args.out, "-o/--output"); !w) return fail(cmd, w.error().message);
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();

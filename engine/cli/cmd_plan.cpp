@@ -29,6 +29,7 @@
 // discovery cannot know are estimates and the report says so. With -m, shape, tensor types and
 // byte sizes come from the GGUF header (placement/gguf_sizes.h) and --quant-mix is not used.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -96,7 +97,7 @@ CLI::App* setup(CLI::App& app) {
                    ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   chunk_option = s->add_option("--chunk", args.chunk, "Prefill chunk (tokens); default 2048 or --ctx if shorter")
       ->default_val(args.chunk)->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1, from `calibrate`)");
+  s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1 or v2, from `calibrate` or `run --routing-out`)");
   prior_option = s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
       ->default_val(args.prior)->check(CLI::IsMember({"uniform", "zipf"}));
   zipf_option = s->add_option("--zipf-s", args.zipf_s, "Zipf exponent of --prior zipf")->default_val(args.zipf_s)
@@ -120,16 +121,16 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--probe-nvme-mib", args.probe_nvme_mib, "NVMe probe file size (MiB; 0 = skip)")
       ->default_val(args.probe_nvme_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   s->add_option("--probe-h2d-mib", args.probe_h2d_mib,
-                "Bytes per timed host-to-device copy of the GPU probe (MiB; 0 = skip GPUs)")
+                "Size of one timed host-to-device copy of the GPU probe (MiB; 0 = skip GPUs)")
       ->default_val(args.probe_h2d_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 16));
   s->add_option("--emulate-gpu-kib", args.emulate_gpu_kib,
                 "Add one EMULATED GPU (VRAM = host memory, H2D = probed memcpy rate) with this much room for "
                 "resident experts (KiB); for checking plans on a machine without GPUs")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   s->add_option("--host-cap-kib", args.host_cap_kib,
-                "Cap the host memory each NUMA node offers to experts (KiB; host.reserved ignored); the rest "
-                "is read from NVMe")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+                "Cap the host memory each NUMA node offers to experts (KiB, >= 1; host.reserved ignored); the "
+                "rest is read from NVMe (the profile needs an nvme entry)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   return s;
 }
 
@@ -147,6 +148,18 @@ int run() {
   for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
     if (auto c = check_output_not_input(out, opt, {args.model, args.hw, args.stats, args.model_config}); !c)
       return fail(c.error().message);
+  for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
+    if (auto w = check_output_writable(out, opt); !w) return fail(w.error().message);
+  if (!std::isfinite(args.zipf_s))
+    return fail("--zipf-s: expected a number in [0, 8], found " + std::to_string(args.zipf_s));
+  // The profile file is written once every input has been read (no output on a failed run).
+  auto write_profile = [](const HwProfile& h) -> int {
+    if (args.write_profile.empty()) return 0;
+    std::ofstream out(args.write_profile);
+    if (!(out << hw_profile_to_json(h))) return fail(args.write_profile + ": cannot write the profile");
+    std::fprintf(stderr, "ds4-offload plan: wrote %s\n", args.write_profile.c_str());
+    return 0;
+  };
   HwProfile hw;
   std::string hw_source;
   if (args.probe) {
@@ -160,12 +173,7 @@ int run() {
     std::fputs(format_probe(r.value()).c_str(), stdout);
     hw = r->profile;
     hw_source = "probed (plan --probe)";
-    if (!args.write_profile.empty()) {
-      std::ofstream out(args.write_profile);
-      if (!(out << hw_profile_to_json(hw))) return fail(args.write_profile + ": cannot write the profile");
-      std::fprintf(stderr, "ds4-offload plan: wrote %s\n", args.write_profile.c_str());
-    }
-    if (!args.dry_run && args.json.empty()) return 0;
+    if (!args.dry_run && args.json.empty()) return write_profile(hw);
   }
   ModelShape shape;
   QuantMix mix;
@@ -227,11 +235,8 @@ int run() {
     hw_source = "discovered with hwloc (GPU H2D measured when the CUDA probe ran); other bandwidths estimated, see "
                 "the profile description";
   }
-  if (!args.write_profile.empty() && !args.probe) {
-    std::ofstream out(args.write_profile);
-    if (!(out << hw_profile_to_json(hw))) return fail(args.write_profile + ": cannot write the profile");
-  }
-  if (!args.dry_run && args.json.empty()) return 0;
+  if (!args.dry_run && args.json.empty()) return write_profile(hw);
+  const HwProfile hw_used = hw;  // before --host-cap-kib / --emulate-gpu-kib change it
 
   RoutingStats stats;
   if (!args.stats.empty()) {
@@ -303,6 +308,7 @@ int run() {
   std::vector<PlannedPolicy> others;
   for (size_t i = 0; i < planned.size(); ++i)
     if (i != chosen) others.push_back(planned[i]);
+  if (int w = write_profile(hw_used); w != 0) return w;
   if (args.dry_run) std::fputs(format_dry_run(cm, opt, hw_source, planned[chosen], others).c_str(), stdout);
   if (!args.json.empty()) {
     std::ofstream out(args.json);

@@ -161,6 +161,12 @@ int run() {
   if (auto c = check_output_not_input(args.routing_out, "--routing-out", {args.model.model, args.model.plan}); !c)
     return fail(cmd, c.error().message);
   if (!args.plan_report.empty() && args.model.plan.empty()) return fail(cmd, "--plan-report needs --plan");
+  // Output paths and counts that would only fail after generation are checked first.
+  for (const auto& [out, opt] : {std::pair{args.routing_out, "--routing-out"}, std::pair{args.plan_report, "--plan-report"}})
+    if (auto w = check_output_writable(out, opt); !w) return fail(cmd, w.error().message);
+  if (!args.routing_out.empty() && args.n_predict < 2)
+    return fail(cmd, "--routing-out records decode tokens: expected -n 2 or more, found -n " +
+                         std::to_string(args.n_predict));
   if (auto c = check_output_not_input(args.plan_report, "--plan-report", {args.model.model, args.model.plan}); !c)
     return fail(cmd, c.error().message);
   auto model = load_model(args.model, cmd);

@@ -215,5 +215,105 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   EXPECT_NE(o.text.find("replaces it"), std::string::npos) << o.text;
 }
 
+// Bad inputs of calibrate / plan / run that used to be found only after the work (or crashed):
+// each fails with one message naming what was expected, exit 1 (CLI11 range errors: its own
+// code), and leaves no output file.
+TEST(CalibrateCli, BadOutputsAndInputsFailFirstWithoutOutput) {
+  if (!fs::exists(fixture())) std::exit(77);
+  const fs::path dir = test::scratch_dir("calibrate_cli_bad_outputs");
+  const std::string model = " -m '" + fixture().string() + "'";
+  const std::string d = dir.string();
+  std::ofstream(dir / "prompts.txt") << "Hello world\n";
+  // calibrate -o a directory / a missing folder: before the model is evaluated.
+  Out o = sh("calibrate" + model + " --prompts '" + d + "/prompts.txt' -o '" + d + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("-o/--output: expected a file path, found the directory"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("tokens in"), std::string::npos) << o.text;
+  o = sh("calibrate" + model + " --prompts '" + d + "/prompts.txt' -o '" + d + "/missing/s.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("does not exist"), std::string::npos) << o.text;
+  // plan: --zipf-s nan used to abort in zipf_routing.
+  const std::string hw = " --hw '" + (test::source_dir() / "configs/hw/devbox-2c-24g-nogpu.json").string() + "'";
+  const std::string plan = "plan" + model + hw;
+  o = sh(plan + " --dry-run --prior zipf --zipf-s nan");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("--zipf-s: expected a number in [0, 8], found nan"), std::string::npos) << o.text;
+  // --host-cap-kib 0 left no host memory (0/0 in the planner's budget): refused by its range.
+  o = sh(plan + " --dry-run --host-cap-kib 0");
+  EXPECT_NE(o.code, 0);
+  EXPECT_NE(o.code, -1) << o.text;  // no signal
+  EXPECT_NE(o.text.find("--host-cap-kib"), std::string::npos) << o.text;
+  // A directory given as an input file is named as such.
+  o = sh("plan" + model + " --hw '" + d + "' --dry-run");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected a hardware profile file, found a directory"), std::string::npos) << o.text;
+  o = sh(plan + " --dry-run --stats '" + d + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected a routing statistics file, found a directory"), std::string::npos) << o.text;
+  // A bad --stats leaves neither --json nor --write-profile behind.
+  std::ofstream(dir / "empty.json") << "";
+  o = sh(plan + " --json '" + d + "/p.json' --write-profile '" + d + "/hw.json' --stats '" + d + "/empty.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_FALSE(fs::exists(dir / "p.json"));
+  EXPECT_FALSE(fs::exists(dir / "hw.json"));
+  o = sh(plan + " --dry-run --json '" + d + "/missing/p.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--json '" + d + "/missing/p.json': folder"), std::string::npos) << o.text;
+  // Hand-broken statistics: wrong types and integers past 32/64 bits are named.
+  Out c = sh("calibrate" + model + " --prompts '" + d + "/prompts.txt' -o '" + d + "/s.json'");
+  ASSERT_EQ(c.code, 0) << c.text;
+  auto broken = [&](const char* name, auto edit) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "s.json"));
+    edit(j);
+    std::ofstream(dir / name) << j.dump();
+    return sh(plan + " --dry-run --stats '" + d + "/" + name + "'");
+  };
+  using J = nlohmann::json;
+  o = broken("fmt.json", [](J& j) { j["format"] = 3; });
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected \"format\": \"ds4-routing-stats\", found 3"), std::string::npos) << o.text;
+  o = broken("ver.json", [](J& j) { j["version"] = 4294967298LL; });  // 2 through a 32-bit int
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected \"version\": 1 or 2, found 4294967298"), std::string::npos) << o.text;
+  o = broken("tok.json", [](J& j) { j["tokens"] = int64_t(1) << 62; });  // tokens * top_k overflowed
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("key 'tokens': expected 1..1099511627776, found 4611686018427387904"), std::string::npos)
+      << o.text;
+  o = broken("pair.json", [](J& j) { j["coactivation"][0][0][0] = 4294967296LL; });  // 0 through int32
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("coactivation[0]: expected 0 <= a < b < 16"), std::string::npos) << o.text;
+  // run: outputs and -n checked before generation.
+  const std::string run = "run" + model + " -p Hello";
+  o = sh(run + " -n 1 --routing-out '" + d + "/r.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--routing-out records decode tokens: expected -n 2 or more, found -n 1"), std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("prompt tokens"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "r.json"));
+  o = sh(run + " -n 4 --routing-out '" + d + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--routing-out: expected a file path, found the directory"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("prompt tokens"), std::string::npos) << o.text;
+  // run --plan: a plan for this shape with other expert sizes (as from another expert type).
+  o = sh(plan + " --json '" + d + "/plan.json'");
+  ASSERT_EQ(o.code, 0) << o.text;
+  J j = J::parse(std::ifstream(dir / "plan.json"));
+  const int64_t b = j["layers"][2]["expert_bytes"].get<int64_t>();
+  j["layers"][2]["expert_bytes"] = b + 256;
+  std::ofstream(dir / "other.json") << j.dump();
+  o = sh(run + " -n 4 --plan '" + d + "/other.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("layers[2].expert_bytes: expected " + std::to_string(b) + " (one routed expert of this model), found " +
+                        std::to_string(b + 256)),
+            std::string::npos)
+      << o.text;
+  o = sh(run + " -n 4 --plan '" + d + "/plan.json' --plan-report '" + d + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--plan-report: expected a file path, found the directory"), std::string::npos) << o.text;
+  o = sh(run + " -n 4 --plan '" + d + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected a plan file, found a directory"), std::string::npos) << o.text;
+}
+
 }  // namespace
 }  // namespace ds4

@@ -123,5 +123,66 @@ TEST(PlanFile, EngineReaderChecksTheModelAndCarriesThePrediction) {
       << bad2.error().message;
 }
 
+// Hand-edited plans: wrong JSON types and out-of-range integers are named (not a JSON library
+// type error, not truncated to int), and a plan whose expert sizes differ from the model's is
+// refused by check_plan_expert_bytes.
+TEST(PlanFile, HandEditedPlansAreRefusedWithTheKey) {
+  Real r;
+  CostModel cm(r.in());
+  PlanOptions opt;
+  auto plan = make_plan(cm, opt, Policy::Planner);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  auto dir = test::scratch_dir("placement_plan_file_edits");
+  const auto path = (dir / "plan.json").string();
+  std::ofstream(path) << plan_to_json(cm, opt, {plan.value(), cm.predict(plan.value())}, {});
+  auto edited = [&](const char* name, auto edit) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+    edit(j);
+    const auto p = (dir / name).string();
+    std::ofstream(p) << j.dump();
+    auto f = read_plan_file(p, 43, 256, 6);
+    return f.ok() ? std::string("accepted") : f.error().message;
+  };
+  using J = nlohmann::json;
+  EXPECT_NE(edited("rule.json", [](J& j) { j["rule"] = 5; }).find("rule.json.rule: expected a string, found 5"),
+            std::string::npos);
+  EXPECT_NE(edited("routing.json", [](J& j) { j["routing"] = J::array({1}); }).find(".routing: expected a string"),
+            std::string::npos);
+  EXPECT_NE(edited("policy.json", [](J& j) { j["policy"] = nullptr; }).find(".policy: expected a string, found null"),
+            std::string::npos);
+  EXPECT_NE(edited("format.json", [](J& j) { j["format"] = 1; }).find(".format: expected a string, found 1"),
+            std::string::npos);
+  // 2^32 + 1 would read as 1 through a 32-bit int.
+  EXPECT_NE(edited("version.json", [](J& j) { j["version"] = 4294967297LL; }).find("version: expected 1, found 4294967297"),
+            std::string::npos);
+  EXPECT_NE(edited("owner.json", [](J& j) { j["layers"][0]["owner"][0] = 4294967296LL; })
+                .find("layers[0] expert 0: owner: expected 0..3, found 4294967296"),
+            std::string::npos);
+  EXPECT_NE(edited("nvme.json", [](J& j) { j["prediction"]["nvme_bytes_per_token"] = -5; })
+                .find("nvme_bytes_per_token: expected a non-negative number, found -5"),
+            std::string::npos);
+  EXPECT_NE(edited("vram.json", [](J& j) { j["prediction"]["vram_bytes_per_token"][1] = -1.5; })
+                .find("vram_bytes_per_token[1]: expected a non-negative number, found -1.5"),
+            std::string::npos);
+  auto d = read_plan_file(dir.string(), 43, 256, 6);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("expected a plan file, found a directory"), std::string::npos) << d.error().message;
+  // Expert sizes: equal passes; one layer off names it with both sizes.
+  auto f = read_plan_file(path, 43, 256, 6);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_TRUE(check_plan_expert_bytes(f.value(), r.sizes.expert_bytes, path).ok());
+  std::vector<int64_t> other = r.sizes.expert_bytes;
+  other[7] += 64;
+  auto c = check_plan_expert_bytes(f.value(), other, path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("layers[7].expert_bytes: expected " + std::to_string(other[7]) +
+                                   " (one routed expert of this model), found " +
+                                   std::to_string(r.sizes.expert_bytes[7])),
+            std::string::npos)
+      << c.error().message;
+  other.pop_back();
+  EXPECT_FALSE(check_plan_expert_bytes(f.value(), other, path).ok());
+}
+
 }  // namespace
 }  // namespace ds4::placement
