@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "staging/memory_limits.h"
+
 namespace ds4::placement {
 
 namespace {
@@ -151,8 +153,8 @@ Result<void> choose_host_or_nvme(const CostModel& cm, Plan& plan, std::vector<st
   if (nvme_bytes > 0 && hw.nvme.empty()) {
     int64_t cap = 0;
     for (const auto& n : plan.nodes) cap += n.capacity;
-    return Error{"hardware profile '" + hw.name + "': routed experts need " + gib(nvme_bytes) +
-                 " more host memory than the " + gib(cap) +
+    return Error{"hardware profile '" + hw.name + "': routed experts need " + staging::format_bytes(uint64_t(nvme_bytes)) +
+                 " more host memory than the " + staging::format_bytes(uint64_t(cap)) +
                  " available after host.reserved, and the profile lists no NVMe device to stream them from"};
   }
   if (nvme_bytes > 0)

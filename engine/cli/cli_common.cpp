@@ -126,6 +126,23 @@ void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier) {
                   "read from the GGUF mapping)");
 }
 
+CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help) {
+  return s->add_option("--seed", seed, help)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+              return "expected a non-negative integer, found '" + v + "'";
+            // 2^64-1 has 20 digits; compare the digits without leading zeros.
+            const std::string max = "18446744073709551615";
+            const std::string d = v.substr(std::min(v.find_first_not_of('0'), v.size()));
+            if (d.size() > max.size() || (d.size() == max.size() && d > max))
+              return "expected at most 2^64-1 = " + max + ", found '" + v + "'";
+            return std::string();
+          },
+          "UINT64"))
+      ->capture_default_str();
+}
+
 void add_plan_option(CLI::App* s, ModelArgs& a) {
   s->add_option("--plan", a.plan,
                 "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "

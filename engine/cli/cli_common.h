@@ -56,6 +56,11 @@ void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
 /// file puts them (ModelOptions::expert_plan).
 void add_plan_option(CLI::App* s, ModelArgs& a);
 
+/// Adds `--seed` bound to `seed` with `help`: a decimal integer in [0, 2^64-1]; a sign, other text
+/// or a larger value is refused with "expected ..., found '...'" (CLI11 alone would wrap -1 and
+/// saturate large values silently).
+CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help);
+
 /// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
 /// default and effective --activations. Errors: missing file, bad --activations or threads, and
 /// every load error of Model::load.

@@ -24,7 +24,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--experts", args.experts,
                 "Routed-expert type for gate, up and down: q8_0, q2_k, iq2_xxs, iq2_xs, iq1_s, iq1_m, mxfp4 "
                 "(default: iq2_xxs gate/up + q2_k down, the public Q2 mix)");
-  s->add_option("--seed", args.seed, "Weight seed")->capture_default_str();
+  add_seed_option(s, args.seed, "Weight seed (0 .. 2^64-1)");
   s->add_option("--config", args.config,
                 "Model config JSON (default: built-in dsv4-tiny, same as configs/models/dsv4-tiny.json)");
   s->add_option("-t,--threads", args.threads, "Quantization threads (0 = all); the file does not depend on it")

@@ -104,7 +104,7 @@ CLI::App* setup(CLI::App& app) {
       ->check(CLI::Range(0.0, 8.0));
   s->add_option("--samples", args.samples, "Sampled tokens per layer for decode expectations")
       ->default_val(args.samples)->check(CLI::Range(1, 1 << 20));
-  s->add_option("--seed", args.seed, "Seed of the routing samples")->default_val(args.seed);
+  add_seed_option(s, args.seed, "Seed of the routing samples (0 .. 2^64-1)");
   s->add_flag("--dry-run", args.dry_run, "Print the budget, tier and prediction tables");
   s->add_option("--json", args.json, "Write the plan file (format in placement/plan_report.h)");
   s->add_option("--policy", args.policy, "Policy written by --json: planner, pocketllm-like, frequency-greedy, all-cpu")
@@ -249,6 +249,9 @@ int run() {
     stats = uniform_routing(shape.n_layers, shape.n_experts, shape.top_k);
   }
   if (args.host_cap_kib >= 0) {
+    if (hw.nvme.empty())
+      return fail("--host-cap-kib streams the experts that do not fit from NVMe: expected a profile with an NVMe "
+                  "device, found none in " + hw_source + " (`plan --probe` measures one)");
     hw.host_reserved_bytes = 0;
     for (auto& n : hw.nodes) n.memory_bytes = args.host_cap_kib * 1024;
     hw_source += fmt_cap(args.host_cap_kib);

@@ -51,20 +51,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-n,--n-predict", args.n_predict, "Tokens to generate (stops early at end-of-sequence)")->capture_default_str();
   s->add_flag("--chat", args.chat, "Wrap the prompt as one user turn of the DeepSeek-V4 chat format");
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
-  s->add_option("--seed", args.sampling.seed, "Sampling seed (0 .. 2^64-1)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-              return "expected a non-negative integer, found '" + v + "'";
-            // CLI11 saturates an out-of-range value; refuse it instead (2^64-1 has 20 digits).
-            const std::string max = "18446744073709551615";
-            const std::string d = v.substr(std::min(v.find_first_not_of('0'), v.size()));
-            if (d.size() > max.size() || (d.size() == max.size() && d > max))
-              return "expected at most 2^64-1 = " + max + ", found '" + v + "'";
-            return std::string();
-          },
-          "UINT64"))
-      ->capture_default_str();
+  add_seed_option(s, args.sampling.seed, "Sampling seed (0 .. 2^64-1)");
   s->add_option("--temp", args.sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
   s->add_option("--top-k", args.sampling.top_k, "Top-k (0 = off)")->capture_default_str();
   s->add_option("--top-p", args.sampling.top_p, "Top-p (1 = off)")->capture_default_str();

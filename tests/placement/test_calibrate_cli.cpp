@@ -205,6 +205,14 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   o = sh(m);
   EXPECT_EQ(o.code, 0) << o.text;
   EXPECT_NE(o.text.find("context    1024 tokens; prefill chunk 1024 tokens"), std::string::npos) << o.text;
+  o = sh(m + " --seed -1");
+  EXPECT_NE(o.code, 0);  // CLI11 validation errors exit with its own code
+  EXPECT_NE(o.text.find("--seed: expected a non-negative integer, found '-1'"), std::string::npos) << o.text;
+  o = sh("plan -m '" + fixture().string() + "' --hw '" +
+         (test::source_dir() / "configs/hw/devbox-2c-24g-nogpu.json").string() +
+         "' --dry-run --emulate-gpu-kib 1024 --host-cap-kib 2048");  // that profile lists no NVMe
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("expected a profile with an NVMe device"), std::string::npos) << o.text;
   // Prior flags that would be ignored are refused.
   o = sh(m + " --zipf-s 1.2");
   EXPECT_EQ(o.code, 1);
