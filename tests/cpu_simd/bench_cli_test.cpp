@@ -147,7 +147,7 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   const fs::path model = dir / "tiny.gguf";
   fs::remove(model);
   fs::copy_file(fixture(), model);
-  const std::string d = "'" + dir.string() + "/";
+  const std::string d = std::string("'").append(dir.string()).append("/");
   Out o = run("plan --probe --probe-dir " + d + "' --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " + d + "hw.json'", true);
   ASSERT_EQ(o.code, 0) << o.text;
   o = run("plan -m " + d + "tiny.gguf' --hw " + d + "hw.json' --ctx 512 --chunk 64 --emulate-gpu-kib 1024 "
@@ -182,7 +182,9 @@ TEST(BenchCli, ProbeReportsHostBandwidth) {
   EXPECT_GT(j.at("host_memcpy_GBps").get<double>(), 0.0);
   EXPECT_EQ(j.at("buffer_MiB"), 16);
   // No GPU on a CPU-only machine: the H2D list is empty and the reason is given.
-  if (j.at("h2d").empty()) EXPECT_TRUE(j.contains("gpus")) << j.dump();
+  if (j.at("h2d").empty()) {
+    EXPECT_TRUE(j.contains("gpus")) << j.dump();
+  }
   std::ifstream in(out);
   const json f = json::parse(in);
   EXPECT_EQ(f.at("buffer_MiB"), 16);

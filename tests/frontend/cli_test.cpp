@@ -195,7 +195,7 @@ TEST_F(Cli, OutputThatIsAnInputIsRefused) {
   fs::copy_file(fixture_gguf(), copy);
   const auto size = fs::file_size(copy);
   write(dir_ / "ids.txt", "0 5 7");
-  const std::string c = "'" + copy.string() + "'";
+  const std::string c = std::string("'").append(copy.string()).append("'");
   auto expect_refused = [&](const std::string& args, const std::string& needle) {
     auto r = sh(args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.text;
