@@ -294,6 +294,11 @@ inline void mxfp4_group(const uint8_t* const* w, const uint8_t* ap, __m256* out)
 /// the row end is harmless (a hint, never a fault).
 constexpr int kPrefetchAhead = 2048;
 
+/// Groups (of 8 blocks) that a multi-row pass also prefetches ahead within each of its own rows
+/// (on top of the next pass's rows): 2 measured best, 4 alike or worse, 8 worse (MXFP4 cold,
+/// bench/README.md, issue 8).
+constexpr int kLeadGroups = 2;
+
 /// Prefetches `bytes` bytes at `p` (one hint per 64 bytes; consecutive calls over a contiguous
 /// stream touch every cache line).
 inline void prefetch_stream(const uint8_t* p, int bytes) {
@@ -306,7 +311,10 @@ inline void prefetch_ahead(const uint8_t* p, int bytes) { prefetch_stream(p + kP
 /// computes chunks b..b+7 of every row from their blocks; out[r] = row r's result. Each row is its
 /// own contract accumulation (Lanes), so the bits do not depend on R. Prefetch: one row alone
 /// looks kPrefetchAhead bytes ahead; with R interleaved rows a fixed distance would land in the
-/// rows being read, so each row prefetches the same position of the next group of R rows.
+/// rows being read, so each row prefetches the same position of the next group of R rows, and
+/// also kLeadGroups groups ahead of itself (its first kLeadGroups up front): the first pass of a
+/// row chunk has no earlier pass that prefetched it, and measured, the own-row lead helped on
+/// every pass, not only the first (MXFP4 2-thread cold; bench/README.md, issue 8).
 template <int kBlockBytes, int R, void (*Group)(const uint8_t* const*, const uint8_t*, __m256*)>
 void rows_blocks32(const uint8_t* wp, int64_t stride, const uint8_t* ap, int64_t n, float* out) {
   const int64_t nb = n / 32;
@@ -314,10 +322,14 @@ void rows_blocks32(const uint8_t* wp, int64_t stride, const uint8_t* ap, int64_t
   const uint8_t* w[R];
   __m256 p[R];
   int64_t b = 0;
+  constexpr int kLead = kLeadGroups * 8 * kBlockBytes;
+  if (R > 1)
+    for (int r = 0; r < R; ++r) prefetch_stream(wp + r * stride, kLead);
   for (; b + 8 <= nb; b += 8) {
     for (int r = 0; r < R; ++r) {
       w[r] = wp + r * stride + b * kBlockBytes;
       prefetch_stream(w[r] + (R > 1 ? R * stride : kPrefetchAhead), 8 * kBlockBytes);
+      if (R > 1) prefetch_stream(w[r] + kLead, 8 * kBlockBytes);
     }
     Group(w, ap + b * kActBytes, p);
     for (int r = 0; r < R; ++r) acc[r].add(b / 8, p[r]);
