@@ -13,6 +13,7 @@
 #include "placement/planner.h"
 #include "placement/routing_counter.h"
 #include "placement/routing_stats.h"
+#include "tests/placement/small_shape.h"
 #include "tests/support/test_env.h"
 
 namespace ds4::placement {
@@ -176,26 +177,7 @@ TEST(RoutingSamplesFromRoutes, RoutesInOrderAndIndependentDrawsUnchangedWithout)
 // Planner step 2b.
 
 ModelShape small_shape(int n_layers, int n_experts, int top_k) {
-  ModelShape s;
-  s.name = "coact";
-  s.n_layers = n_layers;
-  s.dim = 256;
-  s.vocab = 256;
-  s.n_heads = 4;
-  s.head_dim = 64;
-  s.q_lora_rank = 64;
-  s.o_groups = 2;
-  s.o_lora_rank = 64;
-  s.window = 16;
-  s.compress_ratios.assign(size_t(n_layers), 0);
-  s.index_n_heads = 2;
-  s.index_head_dim = 32;
-  s.n_experts = n_experts;
-  s.top_k = top_k;
-  s.n_shared_experts = 1;
-  s.moe_inter = 256;
-  s.hc_mult = 4;
-  return s;
+  return small_test_shape("coact", n_layers, n_experts, top_k);
 }
 
 // Two GPUs on one node, slow CPU (staging wins), a per-copy latency large next to one expert's

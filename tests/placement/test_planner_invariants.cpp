@@ -12,6 +12,7 @@
 #include "placement/plan_report.h"
 #include "placement/planner.h"
 #include "placement/routing_counter.h"
+#include "tests/placement/small_shape.h"
 #include "tests/support/test_env.h"
 
 namespace ds4::placement {
@@ -31,26 +32,16 @@ struct Case {
 };
 
 ModelShape tiny_shape(std::mt19937_64& rng) {
-  ModelShape s;
-  s.name = "generated";
-  s.n_layers = 2 + int(rng() % 6);
+  const int n_layers = 2 + int(rng() % 6);
+  ModelShape s = small_test_shape("generated", n_layers, 8, 1);
   s.dim = 256 * (1 + int64_t(rng() % 2));
   s.vocab = 512;
-  s.n_heads = 4;
-  s.head_dim = 64;
-  s.q_lora_rank = 64;
-  s.o_groups = 2;
-  s.o_lora_rank = 64;
-  s.window = 16;
+  s.compress_ratios.clear();
   for (int l = 0; l < s.n_layers; ++l) s.compress_ratios.push_back(std::array<int, 3>{0, 4, 128}[rng() % 3]);
-  s.index_n_heads = 2;
-  s.index_head_dim = 32;
   s.n_experts = std::array<int, 4>{8, 16, 32, 64}[rng() % 4];
   s.top_k = 1 + int(rng() % uint64_t(std::min(6, s.n_experts / 2)));
-  s.n_shared_experts = 1;
   s.moe_inter = 256 * (1 + int64_t(rng() % 2));
   s.n_hash_layers = int(rng() % 2);
-  s.hc_mult = 4;
   return s;
 }
 
