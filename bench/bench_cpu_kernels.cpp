@@ -1,7 +1,7 @@
 // bench/bench_cpu_kernels.cpp — Google Benchmark micro-benchmarks of the CPU matrix-vector
 // kernels (weights x Q8_1 activations, kernels/cpu/quant_ref.h matvec_q8_1) on the op cases of
-// bench/op_cases.h (DeepSeek-V4-Flash expert shapes, batch 1), scalar reference vs AVX2, one
-// thread and all threads.
+// bench/op_cases.h (DeepSeek-V4-Flash expert shapes, batch 1), scalar reference vs each x86 kernel
+// family this CPU can run (avx2, avxvnni, avx512vnni: cpu_features.h), one thread and all threads.
 //
 // Reported per case: GB/s of weight bytes read (1 GB = 1e9 B) and frac_mem_bw = that rate divided
 // by the host's streaming-read bandwidth measured at start-up in this binary (all threads, buffer
@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("host_memory_bandwidth", buf);
   benchmark::AddCustomContext("cold_pool_MiB", std::to_string(pool_bytes() >> 20));
   benchmark::AddCustomContext("avx2_usable", ds4::cpu::cpu_avx2_usable() ? "yes" : "no");
+  benchmark::AddCustomContext("auto_kernels", ds4::cpu::dot_backend_name(ds4::cpu::selected_backend()));
   std::fprintf(stderr, "host memory bandwidth: %s\n", buf);
 
   static const std::vector<OpCase> cases = ds4::bench::bench_op_cases();
@@ -152,11 +153,19 @@ int main(int argc, char** argv) {
     };
     std::vector<Variant> vs = {{ds4::cpu::SimdMode::ForceScalar, "scalar", 1, true},
                                {ds4::cpu::SimdMode::ForceScalar, "scalar", hw, true}};
-    if (ds4::cpu::cpu_avx2_usable()) {
-      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", 1, true});
-      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, true});
-      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", 1, false});
-      vs.push_back({ds4::cpu::SimdMode::Auto, "avx2", hw, false});
+    const struct {
+      ds4::cpu::DotBackend backend;
+      ds4::cpu::SimdMode mode;
+      const char* name;
+    } families[] = {{ds4::cpu::DotBackend::Avx2, ds4::cpu::SimdMode::Avx2, "avx2"},
+                    {ds4::cpu::DotBackend::AvxVnni, ds4::cpu::SimdMode::AvxVnni, "avxvnni"},
+                    {ds4::cpu::DotBackend::Avx512Vnni, ds4::cpu::SimdMode::Avx512Vnni, "avx512vnni"}};
+    for (const auto& f : families) {
+      if (!ds4::cpu::backend_usable(f.backend)) continue;
+      vs.push_back({f.mode, f.name, 1, true});
+      vs.push_back({f.mode, f.name, hw, true});
+      vs.push_back({f.mode, f.name, 1, false});
+      vs.push_back({f.mode, f.name, hw, false});
     }
     for (const Variant& v : vs) {
       const std::string name = base + "/" + v.name + "/t" + std::to_string(v.threads) + (v.cold ? "/cold" : "/hot");

@@ -144,7 +144,7 @@ std::string build_info() {
 #endif
   s += ", " + std::string(__VERSION__);
   s += ", q8 dot kernels ";
-  s += cpu::avx2_selected() ? "avx2" : "scalar";
+  s += cpu::dot_backend_name(cpu::selected_backend());
   return s;
 }
 

@@ -2,12 +2,29 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <atomic>
+#include <initializer_list>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace ds4::cpu {
 
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+/// XCR0 (the register state the OS saves), 0 when the OS has not enabled XSAVE.
+uint64_t xcr0(uint32_t leaf1_ecx) {
+  if (!((leaf1_ecx >> 27) & 1u)) return 0;  // CPUID.1:ECX.OSXSAVE
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t(hi) << 32) | lo;
+}
+#endif
 
 CpuFeatures detect() {
   CpuFeatures f;
@@ -15,21 +32,44 @@ CpuFeatures detect() {
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  // GCC has no "f16c" name in __builtin_cpu_supports before 14; every AVX2 CPU (Haswell+, Zen)
-  // has F16C, but check CPUID.1:ECX bit 29 anyway.
-  unsigned eax = 1, ebx = 0, ecx = 0, edx = 0;
-  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-  f.f16c = (ecx >> 29) & 1u;
+  // CPUID bits (Intel SDM vol. 2A, CPUID): leaf 1 ECX bit 29 = F16C (GCC has no "f16c" name in
+  // __builtin_cpu_supports before 14); leaf 7.0 EBX bit 31 = AVX512VL, ECX bit 11 = AVX512_VNNI;
+  // leaf 7.1 EAX bit 4 = AVX-VNNI (Clang 14 has no "avxvnni" name either). The OS must save the
+  // YMM state (XCR0 bits 1-2) and for EVEX also the opmask and upper ZMM state (bits 5-7).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    f.f16c = (c >> 29) & 1u;
+    const uint64_t x = xcr0(c);
+    const bool ymm_os = (x & 0x6) == 0x6, zmm_os = (x & 0xE6) == 0xE6;
+    unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+    if (__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) {
+      const unsigned max_sub = a7;
+      f.avx512_vl = zmm_os && ((b7 >> 31) & 1u);
+      f.avx512_vnni = zmm_os && ((c7 >> 11) & 1u);
+      if (max_sub >= 1 && __get_cpuid_count(7, 1, &a7, &b7, &c7, &d7)) f.avx_vnni = ymm_os && ((a7 >> 4) & 1u);
+    }
+  }
 #endif
   return f;
 }
 
+/// The policy named by DS4_CPU_SCALAR / DS4_CPU_KERNELS (see simd_mode()).
+SimdMode mode_from_env() {
+  const char* e = std::getenv("DS4_CPU_SCALAR");
+  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) return SimdMode::ForceScalar;
+  const char* k = std::getenv("DS4_CPU_KERNELS");
+  if (k == nullptr || k[0] == '\0' || std::strcmp(k, "auto") == 0) return SimdMode::Auto;
+  if (std::strcmp(k, "scalar") == 0) return SimdMode::ForceScalar;
+  if (std::strcmp(k, "avx2") == 0) return SimdMode::Avx2;
+  if (std::strcmp(k, "avxvnni") == 0) return SimdMode::AvxVnni;
+  if (std::strcmp(k, "avx512vnni") == 0) return SimdMode::Avx512Vnni;
+  std::fprintf(stderr,
+               "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n", k);
+  return SimdMode::Auto;
+}
+
 std::atomic<int>& mode_flag() {
-  static std::atomic<int> mode{[] {
-    const char* e = std::getenv("DS4_CPU_SCALAR");
-    const bool force = e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0;
-    return int(force ? SimdMode::ForceScalar : SimdMode::Auto);
-  }()};
+  static std::atomic<int> mode{int(mode_from_env())};
   return mode;
 }
 
@@ -45,10 +85,54 @@ bool cpu_avx2_usable() {
   return f.avx2 && f.fma && f.f16c;
 }
 
+bool backend_usable(DotBackend b) {
+  const CpuFeatures& f = cpu_features();
+  switch (b) {
+    case DotBackend::Scalar: return true;
+    case DotBackend::Avx2: return cpu_avx2_usable();
+#ifdef DS4_HAVE_AVXVNNI_KERNELS
+    case DotBackend::AvxVnni: return cpu_avx2_usable() && f.avx_vnni;
+#endif
+#ifdef DS4_HAVE_AVX512VNNI_KERNELS
+    case DotBackend::Avx512Vnni: return cpu_avx2_usable() && f.avx512_vnni && f.avx512_vl;
+#endif
+    default: return false;
+  }
+}
+
 SimdMode simd_mode() { return SimdMode(mode_flag().load(std::memory_order_relaxed)); }
 
 void set_simd_mode(SimdMode mode) { mode_flag().store(int(mode), std::memory_order_relaxed); }
 
-bool avx2_selected() { return simd_mode() == SimdMode::Auto && cpu_avx2_usable(); }
+DotBackend selected_backend() {
+  const auto first_usable = [](std::initializer_list<DotBackend> order) {
+    for (DotBackend b : order)
+      if (backend_usable(b)) return b;
+    return DotBackend::Scalar;
+  };
+  switch (simd_mode()) {
+    case SimdMode::ForceScalar: return DotBackend::Scalar;
+    case SimdMode::Avx2: return first_usable({DotBackend::Avx2});
+    case SimdMode::AvxVnni: return first_usable({DotBackend::AvxVnni, DotBackend::Avx2});
+    case SimdMode::Avx512Vnni: return first_usable({DotBackend::Avx512Vnni, DotBackend::Avx2});
+    case SimdMode::Auto: break;
+  }
+  // AVX512-VNNI first: the same kernels, but EVEX code may use 32 vector registers (fewer spills;
+  // measured faster on this project's VM, bench/README.md), and 256-bit EVEX work does not lower
+  // the clock as 512-bit work can.
+  return first_usable({DotBackend::Avx512Vnni, DotBackend::AvxVnni, DotBackend::Avx2});
+}
+
+bool avx2_selected() { return selected_backend() != DotBackend::Scalar; }
+
+const char* dot_backend_name(DotBackend b) {
+  switch (b) {
+    case DotBackend::Avx2: return "avx2";
+    case DotBackend::AvxVnni: return "avx2+avxvnni";
+    case DotBackend::Avx512Vnni: return "avx2+avx512vnni";
+    case DotBackend::Scalar: break;
+  }
+  return "scalar";
+}
 
 }  // namespace ds4::cpu

@@ -1,16 +1,20 @@
 // kernels/cpu/cpu_features.h — run-time CPU feature detection and the SIMD selection switch for
-// the CPU kernels (scalar reference vs AVX2). The scalar code in vec_dot.cpp defines the results;
-// the AVX2 kernels (dot_q8_1_avx2.cpp) return the same bits and are only a speed choice.
+// the CPU kernels. The scalar code in vec_dot.cpp defines the results; the x86 kernel families
+// (dot_q8_1_x86.inc compiled three times: AVX2, AVX2 + AVX-VNNI, AVX2 + AVX512-VNNI/VL) return
+// the same bits and are only a speed choice.
 #pragma once
 
 namespace ds4::cpu {
 
-/// x86 features relevant to the CPU kernels, detected once (GCC/Clang __builtin_cpu_supports).
-/// All false on non-x86 builds.
+/// x86 features relevant to the CPU kernels, detected once (GCC/Clang __builtin_cpu_supports,
+/// which also checks that the OS saves the AVX/AVX-512 register state). All false on non-x86 builds.
 struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool avx_vnni = false;     ///< VEX vpdpbusd on ymm (Alder Lake, Sapphire Rapids, Zen 5 and later)
+  bool avx512_vnni = false;  ///< EVEX vpdpbusd (Cascade Lake, Ice Lake, Zen 4 and later) ...
+  bool avx512_vl = false;    ///< ... on ymm registers needs AVX512VL as well
 };
 
 /// The features of the CPU this process runs on (detected on first call, then cached).
@@ -20,19 +24,38 @@ const CpuFeatures& cpu_features();
 /// are compiled with -mavx2 -mfma -mf16c, so every one of them must be supported).
 bool cpu_avx2_usable();
 
-/// Kernel selection policy. Auto: the fastest kernel the CPU supports; ForceScalar: always the
-/// scalar reference (diagnostics, A/B tests).
-enum class SimdMode { Auto, ForceScalar };
+/// Kernel family behind vec_dot_q8_1 / matvec_q8_1 for a type. The VNNI families are the AVX2
+/// kernels with each u8 x s8 four-term dot (vpmaddubsw + vpmaddwd) done by one vpdpbusd; they
+/// return the same bits (all integer sums are exact in both).
+enum class DotBackend { Scalar, Avx2, AvxVnni, Avx512Vnni };
 
-/// Current policy. Initial value: ForceScalar when the environment variable DS4_CPU_SCALAR is set
-/// to anything but "" or "0" (read once, at the first call of simd_mode/set_simd_mode), else Auto.
+/// True when `b` can run on this CPU (and was compiled into this build): Scalar always; Avx2 when
+/// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI; Avx512Vnni also needs AVX512-VNNI and AVX512VL.
+bool backend_usable(DotBackend b);
+
+/// Kernel selection policy. Auto: the fastest family the CPU supports (Avx512Vnni, then AvxVnni,
+/// then Avx2, then Scalar); ForceScalar: always the scalar reference (diagnostics, A/B tests);
+/// Avx2 / AvxVnni / Avx512Vnni: that family when usable, else the best usable one below it
+/// (Avx2, then Scalar) — for benchmarks and tests of one family on a CPU that has several.
+enum class SimdMode { Auto, ForceScalar, Avx2, AvxVnni, Avx512Vnni };
+
+/// Current policy. Initial value from the environment, read once at the first call of
+/// simd_mode/set_simd_mode: DS4_CPU_SCALAR set to anything but "" or "0" -> ForceScalar; else
+/// DS4_CPU_KERNELS = auto | scalar | avx2 | avxvnni | avx512vnni (an unknown value is reported on
+/// stderr once and Auto is used); else Auto.
 SimdMode simd_mode();
 
 /// Sets the policy for all later kernel calls in this process (thread-safe; calls already running
 /// keep the kernel they picked).
 void set_simd_mode(SimdMode mode);
 
-/// True when the AVX2 kernels are selected now: simd_mode() == Auto and cpu_avx2_usable().
+/// The family the current policy selects on this CPU (see SimdMode).
+DotBackend selected_backend();
+
+/// True when a SIMD family is selected now (selected_backend() != Scalar).
 bool avx2_selected();
+
+/// "scalar", "avx2", "avx2+avxvnni", "avx2+avx512vnni".
+const char* dot_backend_name(DotBackend b);
 
 }  // namespace ds4::cpu

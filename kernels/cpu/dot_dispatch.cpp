@@ -1,7 +1,5 @@
-// kernels/cpu/dot_dispatch.cpp — run-time choice between the scalar and AVX2 row-dot kernels.
+// kernels/cpu/dot_dispatch.cpp — run-time choice between the scalar and the x86 SIMD row-dot kernels.
 #include "kernels/cpu/dot_dispatch.h"
-
-#include "kernels/cpu/cpu_features.h"
 
 namespace ds4::cpu {
 
@@ -18,20 +16,40 @@ bool avx2::has_row_dot(GgmlType type) {
   }
 }
 
-RowDotFn simd_row_dot(GgmlType type) {
-  if (!avx2::has_row_dot(type) || !avx2_selected()) return nullptr;
-  return avx2::row_dot(type);
+RowDotFn family_row_dot(DotBackend b, GgmlType type) {
+  if (!avx2::has_row_dot(type)) return nullptr;
+  switch (b) {
+    case DotBackend::Avx2: return avx2::row_dot(type);
+#ifdef DS4_HAVE_AVXVNNI_KERNELS
+    case DotBackend::AvxVnni: return avx_vnni::row_dot(type);
+#endif
+#ifdef DS4_HAVE_AVX512VNNI_KERNELS
+    case DotBackend::Avx512Vnni: return avx512_vnni::row_dot(type);
+#endif
+    default: return nullptr;
+  }
 }
 
-RowsDotFn simd_rows_dot(GgmlType type) {
-  if (!avx2::has_row_dot(type) || !avx2_selected()) return nullptr;
-  return avx2::rows_dot(type);
+RowsDotFn family_rows_dot(DotBackend b, GgmlType type) {
+  if (!avx2::has_row_dot(type)) return nullptr;
+  switch (b) {
+    case DotBackend::Avx2: return avx2::rows_dot(type);
+#ifdef DS4_HAVE_AVXVNNI_KERNELS
+    case DotBackend::AvxVnni: return avx_vnni::rows_dot(type);
+#endif
+#ifdef DS4_HAVE_AVX512VNNI_KERNELS
+    case DotBackend::Avx512Vnni: return avx512_vnni::rows_dot(type);
+#endif
+    default: return nullptr;
+  }
 }
+
+RowDotFn simd_row_dot(GgmlType type) { return family_row_dot(selected_backend(), type); }
+
+RowsDotFn simd_rows_dot(GgmlType type) { return family_rows_dot(selected_backend(), type); }
 
 DotBackend dot_backend(GgmlType type) {
-  return simd_row_dot(type) != nullptr ? DotBackend::Avx2 : DotBackend::Scalar;
+  return avx2::has_row_dot(type) ? selected_backend() : DotBackend::Scalar;
 }
-
-const char* dot_backend_name(DotBackend b) { return b == DotBackend::Avx2 ? "avx2" : "scalar"; }
 
 }  // namespace ds4::cpu

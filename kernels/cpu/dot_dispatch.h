@@ -1,11 +1,13 @@
 // kernels/cpu/dot_dispatch.h — selection of the row-dot kernel behind vec_dot_q8_1 / matvec_q8_1.
 // The scalar reference (vec_dot.cpp, contract kernels/quant/dot_q8_1.h) defines the result; the
-// AVX2 kernels (dot_q8_1_avx2.cpp) return the same float bits for every input and are chosen at
-// run time when the CPU has AVX2+FMA+F16C and the policy (cpu_features.h) allows it.
+// x86 kernels (dot_q8_1_x86.inc, built as the AVX2, AVX-VNNI and AVX512-VNNI families) return the
+// same float bits for every input and are chosen at run time by CPU feature detection and the
+// policy (cpu_features.h).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/quant/ggml_type.h"
 
 namespace ds4::cpu {
@@ -19,9 +21,6 @@ using RowDotFn = float (*)(const void* w_row, const void* act_q8_1, int64_t n);
 using RowsDotFn = void (*)(const void* w, int64_t row_stride, int64_t rows, const void* act_q8_1, int64_t n,
                            float* out);
 
-/// Kernel family used for a type.
-enum class DotBackend { Scalar, Avx2 };
-
 /// The SIMD row kernel for `type` when one is selected now (policy Auto, CPU supports it, type
 /// has one: Q8_0, MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M); nullptr means "use the scalar one".
 RowDotFn simd_row_dot(GgmlType type);
@@ -29,11 +28,14 @@ RowDotFn simd_row_dot(GgmlType type);
 /// The SIMD multi-row kernel for `type` under the same conditions as simd_row_dot (nullptr: none).
 RowsDotFn simd_rows_dot(GgmlType type);
 
-/// Backend vec_dot_q8_1 / matvec_q8_1 use for `type` right now.
+/// Backend vec_dot_q8_1 / matvec_q8_1 use for `type` right now (selected_backend() when the type
+/// has SIMD kernels, else Scalar).
 DotBackend dot_backend(GgmlType type);
 
-/// "scalar" / "avx2".
-const char* dot_backend_name(DotBackend b);
+/// The SIMD row / multi-row kernels of one family `b` (not Scalar) for `type`, nullptr when the
+/// type has none. Call the result only when backend_usable(b).
+RowDotFn family_row_dot(DotBackend b, GgmlType type);
+RowsDotFn family_rows_dot(DotBackend b, GgmlType type);
 
 namespace avx2 {
 /// AVX2 row kernel for `type` or nullptr. Defined in an -mavx2 unit: call only when
@@ -41,8 +43,22 @@ namespace avx2 {
 RowDotFn row_dot(GgmlType type);
 /// AVX2 multi-row kernel for `type` or nullptr (same call condition as row_dot).
 RowsDotFn rows_dot(GgmlType type);
-/// True when an AVX2 kernel exists for `type` (safe on any CPU).
+/// True when an AVX2 kernel exists for `type` (safe on any CPU). The VNNI families cover the
+/// same types.
 bool has_row_dot(GgmlType type);
 }  // namespace avx2
+
+/// The same kernels with vpdpbusd (VEX, -mavxvnni): call only when backend_usable(AvxVnni).
+namespace avx_vnni {
+RowDotFn row_dot(GgmlType type);
+RowsDotFn rows_dot(GgmlType type);
+}  // namespace avx_vnni
+
+/// The same kernels with vpdpbusd on ymm (EVEX, -mavx512vnni -mavx512vl): call only when
+/// backend_usable(Avx512Vnni).
+namespace avx512_vnni {
+RowDotFn row_dot(GgmlType type);
+RowsDotFn rows_dot(GgmlType type);
+}  // namespace avx512_vnni
 
 }  // namespace ds4::cpu

@@ -1,13 +1,17 @@
-// tests/cpu_simd/test_dot_avx2.cpp — AVX2 row-dot kernels vs the scalar reference: bit-identical
-// results for every type with an AVX2 kernel on random weights and Q8_1 activations, over the
-// shapes of bench/op_cases.h and thread counts 1/2/3; run-time selection and the forced-scalar
-// switch (API and DS4_CPU_SCALAR).
+// tests/cpu_simd/test_dot_avx2.cpp — the x86 row-dot kernel families (AVX2, AVX-VNNI, AVX512-VNNI,
+// each one this CPU supports) vs the scalar reference: bit-identical results for every type with
+// a SIMD kernel on random weights and Q8_1 activations, over the shapes of bench/op_cases.h and
+// thread counts 1/2/3; feature detection against /proc/cpuinfo; run-time selection and the policy
+// switch (API, DS4_CPU_SCALAR and DS4_CPU_KERNELS).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,8 +67,17 @@ std::string case_name(const bench::OpCase& c) {
          std::to_string(c.cols) + " (" + c.tag + ")";
 }
 
-/// Compares AVX2 (threads 1, 2, 3 through matvec_q8_1, and vec_dot_q8_1 per row) with the scalar
-/// reference on one case.
+/// The SIMD families, each with the policy that selects it.
+struct Family {
+  cpu::DotBackend backend;
+  SimdMode mode;
+};
+constexpr Family kFamilies[] = {{cpu::DotBackend::Avx2, SimdMode::Avx2},
+                                {cpu::DotBackend::AvxVnni, SimdMode::AvxVnni},
+                                {cpu::DotBackend::Avx512Vnni, SimdMode::Avx512Vnni}};
+
+/// Compares every SIMD family this CPU can run (threads 1, 2, 3 through matvec_q8_1, and
+/// vec_dot_q8_1 per row) with the scalar reference on one case.
 void check_case(const bench::OpCase& c, uint64_t seed, bool sane) {
   ModeGuard guard;
   std::mt19937_64 rng(seed);
@@ -77,26 +90,31 @@ void check_case(const bench::OpCase& c, uint64_t seed, bool sane) {
   std::vector<float> ref(size_t(c.rows));
   cpu::matvec_q8_1(c.type, w.data(), c.rows, c.cols, a.data(), ref.data(), 1);
 
-  cpu::set_simd_mode(SimdMode::Auto);
-  ASSERT_EQ(cpu::dot_backend(c.type), cpu::DotBackend::Avx2);
   int nonzero = 0;
-  for (int threads : {1, 2, 3}) {
-    std::vector<float> out(size_t(c.rows), -12345.0f);
-    cpu::matvec_q8_1(c.type, w.data(), c.rows, c.cols, a.data(), out.data(), threads);
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const float v = out[size_t(r)], e = ref[size_t(r)];
-      if (sane) {
-        ASSERT_EQ(bits(v), bits(e)) << case_name(c) << " row " << r << " threads " << threads << ": avx2 " << v
-                                    << " scalar " << e;
-      } else {
-        ASSERT_EQ(nan_canonical(v), nan_canonical(e)) << case_name(c) << " row " << r << " threads " << threads;
+  for (const Family& f : kFamilies) {
+    if (!cpu::backend_usable(f.backend)) continue;
+    const std::string fam = cpu::dot_backend_name(f.backend);
+    cpu::set_simd_mode(f.mode);
+    ASSERT_EQ(cpu::dot_backend(c.type), f.backend) << fam;
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> out(size_t(c.rows), -12345.0f);
+      cpu::matvec_q8_1(c.type, w.data(), c.rows, c.cols, a.data(), out.data(), threads);
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const float v = out[size_t(r)], e = ref[size_t(r)];
+        if (sane) {
+          ASSERT_EQ(bits(v), bits(e)) << case_name(c) << " row " << r << " threads " << threads << ": " << fam << " "
+                                      << v << " scalar " << e;
+        } else {
+          ASSERT_EQ(nan_canonical(v), nan_canonical(e)) << case_name(c) << " row " << r << " threads " << threads
+                                                        << " " << fam;
+        }
+        nonzero += e != 0.0f;
       }
-      nonzero += e != 0.0f;
     }
-  }
-  for (int64_t r = 0; r < c.rows; ++r) {
-    const float v = cpu::vec_dot_q8_1(c.type, w.data() + r * rb, a.data(), c.cols);
-    ASSERT_EQ(nan_canonical(v), nan_canonical(ref[size_t(r)])) << case_name(c) << " vec_dot row " << r;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const float v = cpu::vec_dot_q8_1(c.type, w.data() + r * rb, a.data(), c.cols);
+      ASSERT_EQ(nan_canonical(v), nan_canonical(ref[size_t(r)])) << case_name(c) << " vec_dot row " << r << " " << fam;
+    }
   }
   if (sane) {
     EXPECT_GT(nonzero, 0) << case_name(c) << ": all-zero results test nothing";
@@ -130,23 +148,82 @@ TEST(CpuSimdDot, EveryExpertTypeHasAnAvx2Kernel) {
 
 TEST(CpuSimdSelection, InitialModeFollowsEnvironment) {
   const char* e = std::getenv("DS4_CPU_SCALAR");
-  const bool force = e != nullptr && e[0] != '\0' && std::string(e) != "0";
-  EXPECT_EQ(g_initial_mode, force ? SimdMode::ForceScalar : SimdMode::Auto);
+  const char* k = std::getenv("DS4_CPU_KERNELS");
+  const std::string kernels = k != nullptr ? k : "";
+  SimdMode expected = SimdMode::Auto;  // unset, "auto" and unknown values
+  if (kernels == "scalar") expected = SimdMode::ForceScalar;
+  if (kernels == "avx2") expected = SimdMode::Avx2;
+  if (kernels == "avxvnni") expected = SimdMode::AvxVnni;
+  if (kernels == "avx512vnni") expected = SimdMode::Avx512Vnni;
+  if (e != nullptr && e[0] != '\0' && std::string(e) != "0") expected = SimdMode::ForceScalar;
+  EXPECT_EQ(g_initial_mode, expected) << "DS4_CPU_KERNELS='" << kernels << "'";
 }
 
-TEST(CpuSimdSelection, ForcedScalarAndAutoPickTheRightBackend) {
+/// The flags of the first "flags" line of /proc/cpuinfo (empty when there is none).
+std::set<std::string> proc_cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      std::set<std::string> f;
+      for (std::string w; words >> w;) f.insert(w);
+      return f;
+    }
+  return {};
+}
+
+TEST(CpuSimdSelection, DetectionAgreesWithProcCpuinfo) {
+  const auto flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags line to compare with";
+  const auto& f = cpu::cpu_features();
+  // The kernel lists a flag only when the CPU has it and the kernel enabled its register state.
+  EXPECT_EQ(f.avx2, flags.count("avx2") == 1);
+  EXPECT_EQ(f.fma, flags.count("fma") == 1);
+  EXPECT_EQ(f.f16c, flags.count("f16c") == 1);
+  EXPECT_EQ(f.avx_vnni, flags.count("avx_vnni") == 1);
+  EXPECT_EQ(f.avx512_vnni, flags.count("avx512_vnni") == 1);
+  EXPECT_EQ(f.avx512_vl, flags.count("avx512vl") == 1);
+}
+
+TEST(CpuSimdSelection, EveryPolicyPicksAUsableBackend) {
   ModeGuard guard;
   cpu::set_simd_mode(SimdMode::ForceScalar);
   for (GgmlType t : bench::expert_types()) {
     EXPECT_EQ(cpu::dot_backend(t), cpu::DotBackend::Scalar);
     EXPECT_EQ(cpu::simd_row_dot(t), nullptr);
   }
-  cpu::set_simd_mode(SimdMode::Auto);
   const auto& f = cpu::cpu_features();
   EXPECT_EQ(cpu::cpu_avx2_usable(), f.avx2 && f.fma && f.f16c);
-  for (GgmlType t : bench::expert_types())
-    EXPECT_EQ(cpu::dot_backend(t), cpu::cpu_avx2_usable() ? cpu::DotBackend::Avx2 : cpu::DotBackend::Scalar);
+  EXPECT_EQ(cpu::backend_usable(cpu::DotBackend::Avx2), cpu::cpu_avx2_usable());
+  EXPECT_TRUE(cpu::backend_usable(cpu::DotBackend::Scalar));
+  if (cpu::backend_usable(cpu::DotBackend::AvxVnni)) {
+    EXPECT_TRUE(f.avx_vnni && cpu::cpu_avx2_usable());
+  }
+  if (cpu::backend_usable(cpu::DotBackend::Avx512Vnni)) {
+    EXPECT_TRUE(f.avx512_vnni && f.avx512_vl && cpu::cpu_avx2_usable());
+  }
+  const cpu::DotBackend fallback = cpu::cpu_avx2_usable() ? cpu::DotBackend::Avx2 : cpu::DotBackend::Scalar;
+  for (const Family& fam : kFamilies) {
+    cpu::set_simd_mode(fam.mode);
+    const cpu::DotBackend want = cpu::backend_usable(fam.backend) ? fam.backend : fallback;
+    EXPECT_EQ(cpu::selected_backend(), want) << cpu::dot_backend_name(fam.backend);
+    for (GgmlType t : bench::expert_types()) EXPECT_EQ(cpu::dot_backend(t), want);
+  }
+  cpu::set_simd_mode(SimdMode::Auto);
+  const bool any_vnni =
+      cpu::backend_usable(cpu::DotBackend::AvxVnni) || cpu::backend_usable(cpu::DotBackend::Avx512Vnni);
+  const cpu::DotBackend got = cpu::selected_backend();
+  EXPECT_TRUE(cpu::backend_usable(got));
+  if (any_vnni) {
+    EXPECT_TRUE(got == cpu::DotBackend::AvxVnni || got == cpu::DotBackend::Avx512Vnni) << cpu::dot_backend_name(got);
+  } else {
+    EXPECT_EQ(got, fallback);
+  }
+  for (GgmlType t : bench::expert_types()) EXPECT_EQ(cpu::dot_backend(t), got);
   EXPECT_STREQ(cpu::dot_backend_name(cpu::DotBackend::Avx2), "avx2");
+  EXPECT_STREQ(cpu::dot_backend_name(cpu::DotBackend::AvxVnni), "avx2+avxvnni");
+  EXPECT_STREQ(cpu::dot_backend_name(cpu::DotBackend::Scalar), "scalar");
 }
 
 TEST(CpuSimdSelection, ForcedScalarPathComputesTheContract) {

@@ -1,5 +1,5 @@
-// tests/cpu_simd/test_rows_avx2.cpp — the AVX2 multi-row kernels (dot_dispatch.h RowsDotFn, used by
-// matvec_q8_1 per row chunk) against the scalar reference: for every expert type that has one,
+// tests/cpu_simd/test_rows_avx2.cpp — the x86 multi-row kernels of every family this CPU supports
+// (dot_dispatch.h RowsDotFn, used by matvec_q8_1 per row chunk) against the scalar reference: for every expert type that has one,
 // row counts that are and are not multiples of the kernel's row group (1..13), row strides equal
 // to and larger than the row size, dot lengths with and without a partial 8-chunk tail (and one
 // past the kernels' on-stack activation tables, 16640), sane and
@@ -66,18 +66,23 @@ void check_rows(GgmlType type, int64_t rows, int64_t cols, int64_t pad, bool san
   std::vector<float> ref(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) ref[size_t(r)] = cpu::vec_dot_q8_1(type, w.data() + r * stride, a.data(), cols);
 
-  cpu::set_simd_mode(cpu::SimdMode::Auto);
-  const cpu::RowsDotFn rows_fn = cpu::simd_rows_dot(type);
-  ASSERT_NE(rows_fn, nullptr) << what;
-  std::vector<float> out(size_t(rows) + 1, -777.0f);
-  rows_fn(w.data(), stride, rows, a.data(), cols, out.data());
-  int nonzero = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    ASSERT_EQ(canonical_bits(out[size_t(r)]), canonical_bits(ref[size_t(r)]))
-        << what << ": row " << r << " multi-row " << out[size_t(r)] << " scalar " << ref[size_t(r)];
-    nonzero += ref[size_t(r)] != 0.0f;
+  int nonzero = 0, families = 0;
+  for (cpu::DotBackend b : {cpu::DotBackend::Avx2, cpu::DotBackend::AvxVnni, cpu::DotBackend::Avx512Vnni}) {
+    if (!cpu::backend_usable(b)) continue;
+    ++families;
+    const cpu::RowsDotFn rows_fn = cpu::family_rows_dot(b, type);
+    ASSERT_NE(rows_fn, nullptr) << what << " " << cpu::dot_backend_name(b);
+    std::vector<float> out(size_t(rows) + 1, -777.0f);
+    rows_fn(w.data(), stride, rows, a.data(), cols, out.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(canonical_bits(out[size_t(r)]), canonical_bits(ref[size_t(r)]))
+          << what << " " << cpu::dot_backend_name(b) << ": row " << r << " multi-row " << out[size_t(r)] << " scalar "
+          << ref[size_t(r)];
+      nonzero += ref[size_t(r)] != 0.0f;
+    }
+    EXPECT_EQ(out[size_t(rows)], -777.0f) << what << " " << cpu::dot_backend_name(b) << ": wrote past the last row";
   }
-  EXPECT_EQ(out[size_t(rows)], -777.0f) << what << ": wrote past the last row";
+  EXPECT_GT(families, 0) << what;
   if (sane) {
     EXPECT_GT(nonzero, 0) << what << ": all-zero results test nothing";
   }
