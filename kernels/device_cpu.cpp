@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <immintrin.h>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "ds4/result.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/quant_ref.h"
+#include "kernels/cpu/row_pool.h"
 #include "kernels/device.h"
 
 namespace ds4::dev {
@@ -94,76 +94,23 @@ class CpuBuffer final : public Buffer {
   std::vector<uint8_t> mem_;
 };
 
-/// Fixed worker pool; parallel_for hands out indices through an atomic counter.
+/// The device's threads: the process-wide kernel worker pool (kernels/cpu/row_pool.h, the one
+/// matvec_q8_1 and the memory probe use), `n` threads including the caller. fn(i) for i in [0, n)
+/// runs once each; which thread runs it never changes a result. A call made while the pool is busy
+/// (nested, or another session's call) runs on the calling thread.
 class ThreadPool {
  public:
-  explicit ThreadPool(int n) {
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { loop(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
-
-  void run(int64_t n, const std::function<void(int64_t)>& fn) {
+  explicit ThreadPool(int n) : threads_(n < 1 ? 1 : n) {}
+  int size() const { return threads_; }
+  void run(int64_t n, const std::function<void(int64_t)>& fn) const {
     if (n <= 0) return;
-    if (workers_.empty() || n == 1) {
-      for (int64_t i = 0; i < n; ++i) fn(i);
-      return;
-    }
-    std::unique_lock<std::mutex> call_lk(call_mu_);  // one job at a time
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      fn_ = &fn;
-      n_ = n;
-      next_.store(0);
-      active_ = static_cast<int>(workers_.size());
-      ++generation_;
-    }
-    cv_.notify_all();
-    work();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return active_ == 0; });
-    fn_ = nullptr;
+    cpu::parallel_chunks(n, 1, threads_, [&fn](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) fn(i);
+    });
   }
 
  private:
-  void work() {
-    for (;;) {
-      int64_t i = next_.fetch_add(1);
-      if (i >= n_) break;
-      (*fn_)(i);
-    }
-  }
-  void loop() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      work();
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mu_, call_mu_;
-  std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  std::atomic<int64_t> next_{0};
-  int active_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  int threads_;
 };
 
 constexpr int64_t kRowsPerTask = 16;

@@ -20,6 +20,8 @@
 #   DS4_BUILD           our build folder (default build-ggml-compare; configured if missing)
 #   DS4_COMPARE_ROUNDS  alternating rounds (default 3); DS4_COMPARE_MIN_TIME seconds per case (0.3)
 #   DS4_COMPARE_TYPES   comma list of ggml type names (default q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4)
+#   DS4_COMPARE_FAMILIES '|' list of our kernel families to run (default avx2|avxvnni|avx512vnni; those the
+#                       CPU lacks are absent from the benchmark and so from the table)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +31,7 @@ BUILD="${DS4_BUILD:-$ROOT/build-ggml-compare}"
 ROUNDS="${DS4_COMPARE_ROUNDS:-3}"
 MIN_TIME="${DS4_COMPARE_MIN_TIME:-0.3}"
 TYPES="${DS4_COMPARE_TYPES:-q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4}"
+FAMILIES="${DS4_COMPARE_FAMILIES:-avx2|avxvnni|avx512vnni}"
 THREADS="$(nproc)"
 mkdir -p "$CACHE"
 
@@ -76,7 +79,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for t in 1 "$THREADS"; do
     "$GBUILD/ggml_matvec" --threads "$t" --types "$TYPES" --min-time "$MIN_TIME" --reps 1 >>"$OUT/ggml.csv"
   done
-  "$BUILD/bench/bench_cpu_kernels" --benchmark_filter="^($OURS_RE)/.*/avx2/" --benchmark_min_time="$MIN_TIME" \
+  "$BUILD/bench/bench_cpu_kernels" --benchmark_filter="^($OURS_RE)/.*/($FAMILIES)/" --benchmark_min_time="$MIN_TIME" \
     --benchmark_format=json >"$OUT/ours.$r.json" 2>"$OUT/ours.$r.err"
   echo "load average after round $r: $(load)" >>"$OUT/load"
 done
@@ -91,14 +94,16 @@ for row in csv.reader(open(f"{out}/ggml.csv")):
     ggml.setdefault(key, []).append(float(gbps))
     ggml_cpu.setdefault(key, []).append(float(cpu_gbps))
     vdt[typ.upper()] = vd
-ours, ours_cpu, ctx = {}, {}, {}
+ours, ours_cpu, ctx, fams = {}, {}, {}, []
 for f in sorted(glob.glob(f"{out}/ours.*.json")):
     d = json.load(open(f))
     ctx = d.get("context", ctx)
     for b in d["benchmarks"]:
         # e.g. Q8_0/expert_down_4096x2048/b1/avx2/t2/cold/real_time
         p = b["name"].split("/")
-        key = (p[0], p[1], int(p[4][1:]), p[5])
+        if p[3] not in fams:
+            fams.append(p[3])
+        key = (p[0], p[1], int(p[4][1:]), p[5], p[3])
         ours.setdefault(key, []).append(float(b["GBps"]))
         # weight_MB (1e6 B) per iteration / cpu_time (ms) = GB per CPU-second
         ours_cpu.setdefault(key, []).append(float(b["weight_MB"]) / float(b["cpu_time"]))
@@ -106,24 +111,35 @@ med = lambda v: statistics.median(v) if v else float("nan")
 print(f"host {host}; ggml threads via {'OpenMP' if openmp == 'ON' else 'its own threadpool'}; "
       f"{rounds} alternating rounds, median GB/s of weight bytes (1e9 B/s)")
 print("probe (ours, start of each bench run, last):", ctx.get("host_memory_bandwidth", "?"))
+print("our Auto policy picks:", ctx.get("auto_kernels", "?"))
 print(open(f"{out}/load").read().strip())
 print("ggml: activations quantized inside the timed mul_mat to the type's vec_dot_type "
       "(" + ", ".join(f"{t}->{v}" for t, v in sorted(vdt.items())) + "); weights from ggml's quantizer on N(0,1)")
 print("ours: Q8_1 activations quantized once outside the timing (as the engine does per token); "
-      "random weight bytes with sane scales; AVX2 kernels (ggml: -march=native)")
+      "random weight bytes with sane scales; kernel families " + ", ".join(fams) + " (ggml: -march=native)")
 print()
-print("| type | shape | threads | mode | ggml GB/s | ours GB/s | ours / ggml |")
-print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
-for key in sorted(set(ggml) & set(ours), key=lambda k: (k[0], k[1], k[2], k[3])):
-    g, o = med(ggml[key]), med(ours[key])
-    print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g:.2f} | {o:.2f} | {o / g:.2f}x |")
+print("| type | shape | threads | mode | ggml GB/s | " + " | ".join(f"{f} GB/s | {f} / ggml" for f in fams) + " |")
+print("| --- | --- | ---: | --- | ---: | " + " | ".join("---: | ---:" for f in fams) + " |")
+for key in sorted(ggml, key=lambda k: (k[0], k[1], k[2], k[3])):
+    g = med(ggml[key])
+    cells = []
+    for f in fams:
+        o = med(ours.get(key + (f,), []))
+        cells.append(f"{o:.2f} | {o / g:.2f}x" if o == o else "- | -")
+    if all(c == "- | -" for c in cells):
+        continue
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g:.2f} | " + " | ".join(cells) + " |")
 print()
 print("Kernel speed per core: 1 thread, hot, GB per second of CPU time (other processes sharing")
 print("the core do not count; ggml's includes its activation quantization):")
 print()
-print("| type | shape | ggml GB/CPU-s | ours GB/CPU-s | ours / ggml |")
-print("| --- | --- | ---: | ---: | ---: |")
-for key in sorted(k for k in set(ggml_cpu) & set(ours_cpu) if k[2] == 1 and k[3] == "hot"):
-    g, o = med(ggml_cpu[key]), med(ours_cpu[key])
-    print(f"| {key[0]} | {key[1]} | {g:.2f} | {o:.2f} | {o / g:.2f}x |")
+print("| type | shape | ggml GB/CPU-s | " + " | ".join(f"{f} GB/CPU-s | {f} / ggml" for f in fams) + " |")
+print("| --- | --- | ---: | " + " | ".join("---: | ---:" for f in fams) + " |")
+for key in sorted(k for k in ggml_cpu if k[2] == 1 and k[3] == "hot"):
+    g = med(ggml_cpu[key])
+    cells = []
+    for f in fams:
+        o = med(ours_cpu.get(key + (f,), []))
+        cells.append(f"{o:.2f} | {o / g:.2f}x" if o == o else "- | -")
+    print(f"| {key[0]} | {key[1]} | {g:.2f} | " + " | ".join(cells) + " |")
 EOF
