@@ -16,32 +16,45 @@ bool avx2::has_row_dot(GgmlType type) {
   }
 }
 
-RowDotFn family_row_dot(DotBackend b, GgmlType type) {
-  if (!avx2::has_row_dot(type)) return nullptr;
-  switch (b) {
-    case DotBackend::Avx2: return avx2::row_dot(type);
+namespace {
+
+/// The entry points of one compiled kernel family.
+struct Family {
+  RowDotFn (*row)(GgmlType);
+  RowsDotFn (*rows)(GgmlType);
+};
+
+/// Family `b`, or nullptr for Scalar and for a family this build does not contain.
+const Family* family(DotBackend b) {
+  static constexpr Family kAvx2{avx2::row_dot, avx2::rows_dot};
 #ifdef DS4_HAVE_AVXVNNI_KERNELS
-    case DotBackend::AvxVnni: return avx_vnni::row_dot(type);
+  static constexpr Family kAvxVnni{avx_vnni::row_dot, avx_vnni::rows_dot};
 #endif
 #ifdef DS4_HAVE_AVX512VNNI_KERNELS
-    case DotBackend::Avx512Vnni: return avx512_vnni::row_dot(type);
+  static constexpr Family kAvx512Vnni{avx512_vnni::row_dot, avx512_vnni::rows_dot};
+#endif
+  switch (b) {
+    case DotBackend::Avx2: return &kAvx2;
+#ifdef DS4_HAVE_AVXVNNI_KERNELS
+    case DotBackend::AvxVnni: return &kAvxVnni;
+#endif
+#ifdef DS4_HAVE_AVX512VNNI_KERNELS
+    case DotBackend::Avx512Vnni: return &kAvx512Vnni;
 #endif
     default: return nullptr;
   }
 }
 
+}  // namespace
+
+RowDotFn family_row_dot(DotBackend b, GgmlType type) {
+  const Family* f = family(b);
+  return f != nullptr && avx2::has_row_dot(type) ? f->row(type) : nullptr;
+}
+
 RowsDotFn family_rows_dot(DotBackend b, GgmlType type) {
-  if (!avx2::has_row_dot(type)) return nullptr;
-  switch (b) {
-    case DotBackend::Avx2: return avx2::rows_dot(type);
-#ifdef DS4_HAVE_AVXVNNI_KERNELS
-    case DotBackend::AvxVnni: return avx_vnni::rows_dot(type);
-#endif
-#ifdef DS4_HAVE_AVX512VNNI_KERNELS
-    case DotBackend::Avx512Vnni: return avx512_vnni::rows_dot(type);
-#endif
-    default: return nullptr;
-  }
+  const Family* f = family(b);
+  return f != nullptr && avx2::has_row_dot(type) ? f->rows(type) : nullptr;
 }
 
 RowDotFn simd_row_dot(GgmlType type) { return family_row_dot(selected_backend(), type); }
