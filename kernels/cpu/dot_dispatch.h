@@ -21,8 +21,9 @@ using RowDotFn = float (*)(const void* w_row, const void* act_q8_1, int64_t n);
 using RowsDotFn = void (*)(const void* w, int64_t row_stride, int64_t rows, const void* act_q8_1, int64_t n,
                            float* out);
 
-/// The SIMD row kernel for `type` when one is selected now (policy Auto, CPU supports it, type
-/// has one: Q8_0, MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M); nullptr means "use the scalar one".
+/// The row kernel of the family selected now (selected_backend(): policy and CPU) for `type`, when
+/// that is a SIMD family and the type has one (Q8_0, MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M);
+/// nullptr means "use the scalar one".
 RowDotFn simd_row_dot(GgmlType type);
 
 /// The SIMD multi-row kernel for `type` under the same conditions as simd_row_dot (nullptr: none).
@@ -32,8 +33,8 @@ RowsDotFn simd_rows_dot(GgmlType type);
 /// has SIMD kernels, else Scalar).
 DotBackend dot_backend(GgmlType type);
 
-/// The SIMD row / multi-row kernels of one family `b` (not Scalar) for `type`, nullptr when the
-/// type has none. Call the result only when backend_usable(b).
+/// The SIMD row / multi-row kernels of one family `b` for `type`; nullptr for Scalar, for a family
+/// this build lacks, or when the type has none. Call the result only when backend_usable(b).
 RowDotFn family_row_dot(DotBackend b, GgmlType type);
 RowsDotFn family_rows_dot(DotBackend b, GgmlType type);
 
