@@ -94,23 +94,25 @@ class CpuBuffer final : public Buffer {
   std::vector<uint8_t> mem_;
 };
 
-/// The device's threads: the process-wide kernel worker pool (kernels/cpu/row_pool.h, the one
-/// matvec_q8_1 and the memory probe use), `n` threads including the caller. fn(i) for i in [0, n)
-/// runs once each; which thread runs it never changes a result. A call made while the pool is busy
-/// (nested, or another session's call) runs on the calling thread.
+/// The device's threads: its own kernels/cpu/row_pool.h WorkerPool (the pool implementation
+/// matvec_q8_1 and the memory probe use, but a separate instance, so the devices of concurrent
+/// CPU tensor-parallel ranks each keep their share of threads), `n` threads including the caller.
+/// fn(i) for i in [0, n) runs once each; which thread runs it never changes a result. A call made
+/// while this device's pool is busy (nested, or a concurrent session) runs on the calling thread.
 class ThreadPool {
  public:
   explicit ThreadPool(int n) : threads_(n < 1 ? 1 : n) {}
   int size() const { return threads_; }
-  void run(int64_t n, const std::function<void(int64_t)>& fn) const {
+  void run(int64_t n, const std::function<void(int64_t)>& fn) {
     if (n <= 0) return;
-    cpu::parallel_chunks(n, 1, threads_, [&fn](int64_t b, int64_t e) {
+    pool_.run(n, 1, threads_, [&fn](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) fn(i);
     });
   }
 
  private:
   int threads_;
+  cpu::WorkerPool pool_;
 };
 
 constexpr int64_t kRowsPerTask = 16;

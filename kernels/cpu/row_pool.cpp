@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,8 +42,20 @@ inline void cpu_relax() {
 #endif
 }
 
-class Pool {
+}  // namespace
+
+class WorkerPool::Impl {
  public:
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_.store(true);
+      generation_.store(generation_.load() + 1);  // wakes spinning and blocked workers
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
   void run(int64_t n, int64_t chunk, int n_threads, const std::function<void(int64_t, int64_t)>& body) {
     std::unique_lock<std::mutex> job_lock(job_mu_, std::try_to_lock);
     const int64_t max_useful = (n + chunk - 1) / chunk;
@@ -108,13 +121,14 @@ class Pool {
       cpu_relax();
     }
     std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return generation_.load() != seen; });
+    cv_.wait(lk, [&] { return generation_.load() != seen || stop_.load(); });
     return generation_.load();
   }
   void worker(int id) {
     uint64_t seen = 0;
     for (;;) {
       const uint64_t g = wait_job(seen);
+      if (stop_.load()) return;
       seen = g;
       int helpers;
       {
@@ -140,6 +154,7 @@ class Pool {
   std::atomic<uint64_t> generation_{0};  // job number; written under mu_
   std::atomic<uint64_t> closed_{0};      // last job whose chunks are all claimed
   std::atomic<int> active_{0};           // helpers inside a job
+  std::atomic<bool> stop_{false};        // set by the destructor
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;
   /// One contiguous part of the job's items per participant, claimed chunk by chunk.
   struct alignas(64) Slot {
@@ -152,20 +167,19 @@ class Pool {
   int helpers_ = 0;
 };
 
-Pool& pool() {
-  // Never destroyed: workers block on the condition variable until the process exits.
-  static Pool* p = [] {
-    auto* q = new Pool;
-    return q;
-  }();
-  return *p;
+WorkerPool::WorkerPool() : impl_(std::make_unique<Impl>()) {}
+
+WorkerPool::~WorkerPool() = default;
+
+void WorkerPool::run(int64_t n, int64_t chunk, int n_threads, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  impl_->run(n, std::max<int64_t>(1, chunk), n_threads, body);
 }
 
-}  // namespace
-
 void parallel_chunks(int64_t n, int64_t chunk, int n_threads, const std::function<void(int64_t, int64_t)>& body) {
-  if (n <= 0) return;
-  pool().run(n, std::max<int64_t>(1, chunk), n_threads, body);
+  // Never destroyed: its workers block on a condition variable until the process exits.
+  static WorkerPool* const shared = new WorkerPool;
+  shared->run(n, chunk, n_threads, body);
 }
 
 }  // namespace ds4::cpu
