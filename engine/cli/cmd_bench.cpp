@@ -61,7 +61,7 @@ struct BenchArgs {
   std::string output = "md";
   bool probe = false;
   std::string probe_out;
-  int probe_mib = 0;
+  int64_t probe_mib = 0;
 };
 BenchArgs args;
 
@@ -345,7 +345,7 @@ int run_probe(const cpu::MemProbeResult& p) {
                   l.pageable_gbps);
   } else {
     std::printf("| probe | value |\n| --- | ---: |\n");
-    std::printf("| host memory read (all %d threads) | %.2f GB/s |\n", p.threads, p.read_bps * 1e-9);
+    std::printf("| host memory read (%d threads) | %.2f GB/s |\n", p.threads, p.read_bps * 1e-9);
     std::printf("| host memcpy (bytes copied) | %.2f GB/s |\n", p.copy_bps * 1e-9);
     std::printf("| buffer / LLC | %lld MiB / %lld MiB |\n", (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
     if (!h.measured) std::printf("| H2D per GPU | %s |\n", h.why_not.c_str());
@@ -388,6 +388,8 @@ int run() {
   if (args.model.threads < 0)
     return fail(cmd, "-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(args.model.threads));
   if (args.probe_mib < 0) return fail(cmd, "--probe-mib: expected >= 0, found " + std::to_string(args.probe_mib));
+  if (args.probe_mib > (int64_t(1) << 20))
+    return fail(cmd, "--probe-mib: expected at most 1048576 (1 TiB), found " + std::to_string(args.probe_mib));
   if (!args.probe_out.empty() && !args.probe) return fail(cmd, "--probe-out needs --probe");
   if (!args.probe_out.empty())
     if (auto w = check_output_writable(args.probe_out, "--probe-out"); !w) return fail(cmd, w.error().message);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <initializer_list>
+#include <string>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,19 +54,16 @@ CpuFeatures detect() {
   return f;
 }
 
-/// The policy named by DS4_CPU_SCALAR / DS4_CPU_KERNELS (see simd_mode()).
+/// The policy named by DS4_CPU_KERNELS / DS4_CPU_SCALAR (see simd_mode()).
 SimdMode mode_from_env() {
-  const char* e = std::getenv("DS4_CPU_SCALAR");
-  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) return SimdMode::ForceScalar;
+  SimdMode mode = SimdMode::Auto;
   const char* k = std::getenv("DS4_CPU_KERNELS");
-  if (k == nullptr || k[0] == '\0' || std::strcmp(k, "auto") == 0) return SimdMode::Auto;
-  if (std::strcmp(k, "scalar") == 0) return SimdMode::ForceScalar;
-  if (std::strcmp(k, "avx2") == 0) return SimdMode::Avx2;
-  if (std::strcmp(k, "avxvnni") == 0) return SimdMode::AvxVnni;
-  if (std::strcmp(k, "avx512vnni") == 0) return SimdMode::Avx512Vnni;
-  std::fprintf(stderr,
-               "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n", k);
-  return SimdMode::Auto;
+  if (k != nullptr && !parse_simd_mode(k, &mode))
+    std::fprintf(stderr,
+                 "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n", k);
+  const char* e = std::getenv("DS4_CPU_SCALAR");
+  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) mode = SimdMode::ForceScalar;
+  return mode;
 }
 
 std::atomic<int>& mode_flag() {
@@ -74,6 +72,34 @@ std::atomic<int>& mode_flag() {
 }
 
 }  // namespace
+
+bool parse_simd_mode(const char* value, SimdMode* mode) {
+  std::string v = value != nullptr ? value : "";
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!v.empty() && blank(v.back())) v.pop_back();
+  size_t i = 0;
+  while (i < v.size() && blank(v[i])) ++i;
+  v = v.substr(i);
+  for (char& c : v)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  static const struct {
+    const char* name;
+    SimdMode mode;
+  } kNames[] = {{"", SimdMode::Auto},
+                {"auto", SimdMode::Auto},
+                {"scalar", SimdMode::ForceScalar},
+                {"avx2", SimdMode::Avx2},
+                {"avxvnni", SimdMode::AvxVnni},
+                {"avx2+avxvnni", SimdMode::AvxVnni},
+                {"avx512vnni", SimdMode::Avx512Vnni},
+                {"avx2+avx512vnni", SimdMode::Avx512Vnni}};
+  for (const auto& n : kNames)
+    if (v == n.name) {
+      *mode = n.mode;
+      return true;
+    }
+  return false;
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
@@ -114,7 +140,7 @@ DotBackend selected_backend() {
     case SimdMode::ForceScalar: return DotBackend::Scalar;
     case SimdMode::Avx2: return first_usable({DotBackend::Avx2});
     case SimdMode::AvxVnni: return first_usable({DotBackend::AvxVnni, DotBackend::Avx2});
-    case SimdMode::Avx512Vnni: return first_usable({DotBackend::Avx512Vnni, DotBackend::Avx2});
+    case SimdMode::Avx512Vnni: return first_usable({DotBackend::Avx512Vnni, DotBackend::AvxVnni, DotBackend::Avx2});
     case SimdMode::Auto: break;
   }
   // AVX512-VNNI first: the same kernels, but EVEX code may use 32 vector registers (fewer spills;

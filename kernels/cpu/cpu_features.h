@@ -6,8 +6,9 @@
 
 namespace ds4::cpu {
 
-/// x86 features relevant to the CPU kernels, detected once (GCC/Clang __builtin_cpu_supports,
-/// which also checks that the OS saves the AVX/AVX-512 register state). All false on non-x86 builds.
+/// x86 features relevant to the CPU kernels, detected once: avx2 and fma by GCC/Clang
+/// __builtin_cpu_supports, the others from CPUID bits, the VNNI/AVX512 ones only when XCR0 says the
+/// OS saves the ymm (and for AVX-512 the opmask and zmm) state. All false on non-x86 builds.
 struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
@@ -33,16 +34,21 @@ enum class DotBackend { Scalar, Avx2, AvxVnni, Avx512Vnni };
 /// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI; Avx512Vnni also needs AVX512-VNNI and AVX512VL.
 bool backend_usable(DotBackend b);
 
-/// Kernel selection policy. Auto: the fastest family the CPU supports (Avx512Vnni, then AvxVnni,
-/// then Avx2, then Scalar); ForceScalar: always the scalar reference (diagnostics, A/B tests);
-/// Avx2 / AvxVnni / Avx512Vnni: that family when usable, else the best usable one below it
-/// (Avx2, then Scalar) — for benchmarks and tests of one family on a CPU that has several.
+/// Kernel selection policy. The families rank Avx512Vnni > AvxVnni > Avx2 > Scalar. Auto: the
+/// highest the CPU supports; ForceScalar: always the scalar reference (diagnostics, A/B tests);
+/// Avx2 / AvxVnni / Avx512Vnni: that family when usable, else the highest usable one below it
+/// (for benchmarks and tests of one family on a CPU that has several).
 enum class SimdMode { Auto, ForceScalar, Avx2, AvxVnni, Avx512Vnni };
 
+/// Parses a DS4_CPU_KERNELS value: auto, scalar, avx2, avxvnni, avx512vnni, or the family names
+/// dot_backend_name prints (avx2+avxvnni, avx2+avx512vnni); ASCII case and surrounding blanks are
+/// ignored. False (and *mode untouched) for anything else.
+bool parse_simd_mode(const char* value, SimdMode* mode);
+
 /// Current policy. Initial value from the environment, read once at the first call of
-/// simd_mode/set_simd_mode: DS4_CPU_SCALAR set to anything but "" or "0" -> ForceScalar; else
-/// DS4_CPU_KERNELS = auto | scalar | avx2 | avxvnni | avx512vnni (an unknown value is reported on
-/// stderr once and Auto is used); else Auto.
+/// simd_mode/set_simd_mode: DS4_CPU_KERNELS (parse_simd_mode; unset or empty = Auto; an unknown
+/// value is reported on stderr once and Auto is used), overridden by DS4_CPU_SCALAR set to
+/// anything but "" or "0" (ForceScalar).
 SimdMode simd_mode();
 
 /// Sets the policy for all later kernel calls in this process (thread-safe; calls already running
@@ -52,7 +58,8 @@ void set_simd_mode(SimdMode mode);
 /// The family the current policy selects on this CPU (see SimdMode).
 DotBackend selected_backend();
 
-/// True when a SIMD family is selected now (selected_backend() != Scalar).
+/// True when any SIMD family (AVX2 or one of the VNNI families built on it) is selected now, i.e.
+/// selected_backend() != Scalar.
 bool avx2_selected();
 
 /// "scalar", "avx2", "avx2+avxvnni", "avx2+avx512vnni".

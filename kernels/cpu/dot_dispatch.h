@@ -33,9 +33,11 @@ RowsDotFn simd_rows_dot(GgmlType type);
 /// has SIMD kernels, else Scalar).
 DotBackend dot_backend(GgmlType type);
 
-/// The SIMD row / multi-row kernels of one family `b` for `type`; nullptr for Scalar, for a family
-/// this build lacks, or when the type has none. Call the result only when backend_usable(b).
+/// The SIMD row kernel of one family `b` for `type`; nullptr for Scalar, for a family this build
+/// lacks, or when the type has none. Call the result only when backend_usable(b).
 RowDotFn family_row_dot(DotBackend b, GgmlType type);
+/// The SIMD multi-row kernel of one family `b` for `type` (nullptr as for family_row_dot; call the
+/// result only when backend_usable(b)).
 RowsDotFn family_rows_dot(DotBackend b, GgmlType type);
 
 namespace avx2 {
@@ -49,16 +51,19 @@ RowsDotFn rows_dot(GgmlType type);
 bool has_row_dot(GgmlType type);
 }  // namespace avx2
 
-/// The same kernels with vpdpbusd (VEX, -mavxvnni): call only when backend_usable(AvxVnni).
+/// The same kernels with vpdpbusd (VEX, -mavxvnni).
 namespace avx_vnni {
+/// AVX-VNNI row kernel for `type` or nullptr; call only when backend_usable(DotBackend::AvxVnni).
 RowDotFn row_dot(GgmlType type);
+/// AVX-VNNI multi-row kernel for `type` or nullptr (same call condition).
 RowsDotFn rows_dot(GgmlType type);
 }  // namespace avx_vnni
 
-/// The same kernels with vpdpbusd on ymm (EVEX, -mavx512vnni -mavx512vl): call only when
-/// backend_usable(Avx512Vnni).
+/// The same kernels with vpdpbusd on ymm (EVEX, -mavx512vnni -mavx512vl).
 namespace avx512_vnni {
+/// AVX512-VNNI row kernel for `type` or nullptr; call only when backend_usable(DotBackend::Avx512Vnni).
 RowDotFn row_dot(GgmlType type);
+/// AVX512-VNNI multi-row kernel for `type` or nullptr (same call condition).
 RowsDotFn rows_dot(GgmlType type);
 }  // namespace avx512_vnni
 
