@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/model_config.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace ds4::cli {
 
@@ -81,9 +82,11 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                "%s: model %s: %d layers, dim %lld, vocab %lld, %d experts (top-%d), weights %.1f MiB, loaded in %.2f s\n",
                command, a.model.c_str(), c.n_layer, (long long)c.dim, (long long)c.vocab, c.n_expert, c.n_expert_used,
                double(m->weight_bytes()) / (1024.0 * 1024.0), seconds_since(t0));
-  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s\n", command,
+  const bool q8 = m->options().activations == Activations::Q8;
+  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s%s%s\n", command,
                activations_name(acts), activations_name(m->options().activations), m->options().threads,
-               m->options().threads == 0 ? " (all)" : "");
+               m->options().threads == 0 ? " (all)" : "", q8 ? ", q8 dot kernels: " : "",
+               q8 ? cpu::dot_backend_name(cpu::selected_backend()) : "");
   return m;
 }
 
