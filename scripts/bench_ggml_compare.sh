@@ -22,11 +22,25 @@
 #   DS4_COMPARE_TYPES   comma list of ggml type names (default q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4)
 #   DS4_COMPARE_FAMILIES '|' list of our kernel families to run (default avx2|avxvnni|avx512vnni; those the
 #                       CPU lacks are absent from the benchmark and so from the table)
+#   DS4_GGML_FLAVOR     mainline (default; everything above) or ik: compare with ik_llama.cpp's ggml
+#                       instead (the fork with the iqk_mul_mat CPU kernels). Then the source is the
+#                       ik_llama_cpp_python sdist (pip download into $DS4_GGML_CACHE, version
+#                       $DS4_IK_VERSION, default newest) or $DS4_IK_SRC (an ik_llama.cpp tree); the
+#                       driver is the same ggml_matvec.cpp built as ik_matvec; DS4_GGML_OPENMP defaults
+#                       to ON (ik's ggml has no threadpool API: without OpenMP it creates its threads
+#                       in every graph compute); the build folder defaults to
+#                       $DS4_GGML_CACHE/build-ik-openmp-<ON|OFF>. Weights stay in the GGUF layout (no
+#                       run-time repacking, ik's -rtr; ik_matvec --rtr 1 measures that by hand).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${DS4_GGML_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ds4-ggml-compare}"
-OPENMP="${DS4_GGML_OPENMP:-OFF}"
+FLAVOR="${DS4_GGML_FLAVOR:-mainline}"
+case "$FLAVOR" in
+  mainline) OPENMP="${DS4_GGML_OPENMP:-OFF}" ;;
+  ik) OPENMP="${DS4_GGML_OPENMP:-ON}" ;;
+  *) echo "bench_ggml_compare: DS4_GGML_FLAVOR must be mainline or ik, not '$FLAVOR'" >&2; exit 2 ;;
+esac
 BUILD="${DS4_BUILD:-$ROOT/build-ggml-compare}"
 ROUNDS="${DS4_COMPARE_ROUNDS:-3}"
 MIN_TIME="${DS4_COMPARE_MIN_TIME:-0.3}"
@@ -35,15 +49,35 @@ FAMILIES="${DS4_COMPARE_FAMILIES:-avx2|avxvnni|avx512vnni}"
 THREADS="$(nproc)"
 mkdir -p "$CACHE"
 
-# ---- 1. llama.cpp source ----
-if [[ -n "${DS4_LLAMA_CPP_SRC:-}" ]]; then
+pip_cmd() {
+  if [[ -n "${DS4_PIP:-}" ]]; then PIP=($DS4_PIP)
+  elif [[ -x "$ROOT/.venv/bin/pip" ]]; then PIP=("$ROOT/.venv/bin/pip")
+  else PIP=(python3 -m pip); fi
+}
+
+# ---- 1. llama.cpp (or ik_llama.cpp) source ----
+if [[ "$FLAVOR" == ik ]]; then
+  if [[ -n "${DS4_IK_SRC:-}" ]]; then
+    SRC="$DS4_IK_SRC"
+  else
+    SRC="$(ls -d "$CACHE"/src/ik_llama_cpp_python-*/vendor/ik_llama.cpp 2>/dev/null | sort -V | tail -n 1 || true)"
+    if [[ -z "$SRC" ]]; then
+      pip_cmd
+      spec="ik_llama_cpp_python${DS4_IK_VERSION:+==$DS4_IK_VERSION}"
+      echo "fetching $spec sdist into $CACHE/sdist ..." >&2
+      "${PIP[@]}" download --no-deps --no-binary :all: "$spec" -d "$CACHE/sdist" >&2
+      tarball="$(ls "$CACHE"/sdist/ik_llama_cpp_python-*.tar.gz | sort -V | tail -n 1)"
+      mkdir -p "$CACHE/src"
+      tar -xzf "$tarball" -C "$CACHE/src"
+      SRC="$(ls -d "$CACHE"/src/ik_llama_cpp_python-*/vendor/ik_llama.cpp | sort -V | tail -n 1)"
+    fi
+  fi
+elif [[ -n "${DS4_LLAMA_CPP_SRC:-}" ]]; then
   SRC="$DS4_LLAMA_CPP_SRC"
 else
   SRC="$(ls -d "$CACHE"/src/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | sort -V | tail -n 1 || true)"
   if [[ -z "$SRC" ]]; then
-    if [[ -n "${DS4_PIP:-}" ]]; then PIP=($DS4_PIP)
-    elif [[ -x "$ROOT/.venv/bin/pip" ]]; then PIP=("$ROOT/.venv/bin/pip")
-    else PIP=(python3 -m pip); fi
+    pip_cmd
     spec="llama-cpp-python${DS4_LCP_VERSION:+==$DS4_LCP_VERSION}"
     echo "fetching $spec sdist into $CACHE/sdist ..." >&2
     "${PIP[@]}" download --no-deps --no-binary :all: "$spec" -d "$CACHE/sdist" >&2
@@ -56,12 +90,20 @@ fi
 [[ -f "$SRC/ggml/CMakeLists.txt" ]] || { echo "bench_ggml_compare: no ggml source at $SRC/ggml" >&2; exit 1; }
 
 # ---- 2. ggml CPU library + our driver ----
-GBUILD="${DS4_GGML_BUILD:-$CACHE/build-openmp-$OPENMP}"
-cmake -S "$ROOT/bench/ggml_compare" -B "$GBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DDS4_GGML_SRC="$SRC/ggml" -DGGML_OPENMP="$OPENMP" >"$CACHE/configure.log" 2>&1 ||
-  { tail -n 30 "$CACHE/configure.log" >&2; exit 1; }
-cmake --build "$GBUILD" -j "$THREADS" --target ggml_matvec >"$CACHE/build.log" 2>&1 ||
-  { tail -n 30 "$CACHE/build.log" >&2; exit 1; }
+if [[ "$FLAVOR" == ik ]]; then
+  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-ik-openmp-$OPENMP}"
+  DRIVER=ik_matvec LOGS="$CACHE/ik-" LABEL="ik_llama.cpp"
+  THREADING="$([[ "$OPENMP" == ON ]] && echo OpenMP || echo "threads created per graph compute")"
+else
+  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-openmp-$OPENMP}"
+  DRIVER=ggml_matvec LOGS="$CACHE/" LABEL="ggml"
+  THREADING="$([[ "$OPENMP" == ON ]] && echo OpenMP || echo "its own threadpool")"
+fi
+cmake -S "$ROOT/bench/ggml_compare" -B "$GBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_GGML_FLAVOR="$FLAVOR" \
+  -DDS4_GGML_SRC="$SRC/ggml" -DGGML_OPENMP="$OPENMP" >"${LOGS}configure.log" 2>&1 ||
+  { tail -n 30 "${LOGS}configure.log" >&2; exit 1; }
+cmake --build "$GBUILD" -j "$THREADS" --target "$DRIVER" >"${LOGS}build.log" 2>&1 ||
+  { tail -n 30 "${LOGS}build.log" >&2; exit 1; }
 
 # ---- 3. our benchmark ----
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
@@ -77,16 +119,16 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "load average before: $(load)" >"$OUT/load"
 for ((r = 1; r <= ROUNDS; r++)); do
   for t in 1 "$THREADS"; do
-    "$GBUILD/ggml_matvec" --threads "$t" --types "$TYPES" --min-time "$MIN_TIME" --reps 1 >>"$OUT/ggml.csv"
+    "$GBUILD/$DRIVER" --threads "$t" --types "$TYPES" --min-time "$MIN_TIME" --reps 1 >>"$OUT/ggml.csv"
   done
   "$BUILD/bench/bench_cpu_kernels" --benchmark_filter="^($OURS_RE)/.*/($FAMILIES)/" --benchmark_min_time="$MIN_TIME" \
     --benchmark_format=json >"$OUT/ours.$r.json" 2>"$OUT/ours.$r.err"
   echo "load average after round $r: $(load)" >>"$OUT/load"
 done
 
-python3 - "$OUT" "$ROUNDS" "$OPENMP" "$(uname -n)" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "$THREADING" "$(uname -n)" "$LABEL" <<'EOF'
 import csv, glob, json, statistics, sys
-out, rounds, openmp, host = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out, rounds, threading, host, lab = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 ggml, ggml_cpu, vdt = {}, {}, {}
 for row in csv.reader(open(f"{out}/ggml.csv")):
     _, typ, shape, rows, cols, th, mode, vd, gbps, ms, cpu_gbps = row
@@ -108,17 +150,17 @@ for f in sorted(glob.glob(f"{out}/ours.*.json")):
         # weight_MB (1e6 B) per iteration / cpu_time (ms) = GB per CPU-second
         ours_cpu.setdefault(key, []).append(float(b["weight_MB"]) / float(b["cpu_time"]))
 med = lambda v: statistics.median(v) if v else float("nan")
-print(f"host {host}; ggml threads via {'OpenMP' if openmp == 'ON' else 'its own threadpool'}; "
+print(f"host {host}; {lab} threads via {threading}; "
       f"{rounds} alternating rounds, median GB/s of weight bytes (1e9 B/s)")
 print("probe (ours, start of each bench run, last):", ctx.get("host_memory_bandwidth", "?"))
 print("our Auto policy picks:", ctx.get("auto_kernels", "?"))
 print(open(f"{out}/load").read().strip())
-print("ggml: activations quantized inside the timed mul_mat to the type's vec_dot_type "
+print(f"{lab}: activations quantized inside the timed mul_mat to the type's vec_dot_type "
       "(" + ", ".join(f"{t}->{v}" for t, v in sorted(vdt.items())) + "); weights from ggml's quantizer on N(0,1)")
 print("ours: Q8_1 activations quantized once outside the timing (as the engine does per token); "
-      "random weight bytes with sane scales; kernel families " + ", ".join(fams) + " (ggml: -march=native)")
+      "random weight bytes with sane scales; kernel families " + ", ".join(fams) + f" ({lab}: -march=native)")
 print()
-print("| type | shape | threads | mode | ggml GB/s | " + " | ".join(f"{f} GB/s | {f} / ggml" for f in fams) + " |")
+print(f"| type | shape | threads | mode | {lab} GB/s | " + " | ".join(f"{f} GB/s | {f} / {lab}" for f in fams) + " |")
 print("| --- | --- | ---: | --- | ---: | " + " | ".join("---: | ---:" for f in fams) + " |")
 for key in sorted(ggml, key=lambda k: (k[0], k[1], k[2], k[3])):
     g = med(ggml[key])
@@ -131,9 +173,9 @@ for key in sorted(ggml, key=lambda k: (k[0], k[1], k[2], k[3])):
     print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {g:.2f} | " + " | ".join(cells) + " |")
 print()
 print("Kernel speed per core: 1 thread, hot, GB per second of CPU time (other processes sharing")
-print("the core do not count; ggml's includes its activation quantization):")
+print(f"the core do not count; {lab}'s includes its activation quantization):")
 print()
-print("| type | shape | ggml GB/CPU-s | " + " | ".join(f"{f} GB/CPU-s | {f} / ggml" for f in fams) + " |")
+print(f"| type | shape | {lab} GB/CPU-s | " + " | ".join(f"{f} GB/CPU-s | {f} / {lab}" for f in fams) + " |")
 print("| --- | --- | ---: | " + " | ".join("---: | ---:" for f in fams) + " |")
 for key in sorted(k for k in ggml_cpu if k[2] == 1 and k[3] == "hot"):
     g = med(ggml_cpu[key])
