@@ -55,37 +55,29 @@ pip_cmd() {
   else PIP=(python3 -m pip); fi
 }
 
-# ---- 1. llama.cpp (or ik_llama.cpp) source ----
-if [[ "$FLAVOR" == ik ]]; then
-  if [[ -n "${DS4_IK_SRC:-}" ]]; then
-    SRC="$DS4_IK_SRC"
-  else
-    SRC="$(ls -d "$CACHE"/src/ik_llama_cpp_python-*/vendor/ik_llama.cpp 2>/dev/null | sort -V | tail -n 1 || true)"
-    if [[ -z "$SRC" ]]; then
-      pip_cmd
-      spec="ik_llama_cpp_python${DS4_IK_VERSION:+==$DS4_IK_VERSION}"
-      echo "fetching $spec sdist into $CACHE/sdist ..." >&2
-      "${PIP[@]}" download --no-deps --no-binary :all: "$spec" -d "$CACHE/sdist" >&2
-      tarball="$(ls "$CACHE"/sdist/ik_llama_cpp_python-*.tar.gz | sort -V | tail -n 1)"
-      mkdir -p "$CACHE/src"
-      tar -xzf "$tarball" -C "$CACHE/src"
-      SRC="$(ls -d "$CACHE"/src/ik_llama_cpp_python-*/vendor/ik_llama.cpp | sort -V | tail -n 1)"
-    fi
-  fi
-elif [[ -n "${DS4_LLAMA_CPP_SRC:-}" ]]; then
-  SRC="$DS4_LLAMA_CPP_SRC"
-else
-  SRC="$(ls -d "$CACHE"/src/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | sort -V | tail -n 1 || true)"
-  if [[ -z "$SRC" ]]; then
+# Prints the newest extracted $CACHE/src/<prefix>-*/vendor/<sub>, downloading and extracting the
+# PyPI sdist first when there is none. $1 sdist file prefix, $2 pip name, $3 version ("" = newest),
+# $4 vendored source folder.
+sdist_src() {
+  local src tarball spec="$2${3:+==$3}"
+  src="$(ls -d "$CACHE"/src/"$1"-*/vendor/"$4" 2>/dev/null | sort -V | tail -n 1 || true)"
+  if [[ -z "$src" ]]; then
     pip_cmd
-    spec="llama-cpp-python${DS4_LCP_VERSION:+==$DS4_LCP_VERSION}"
     echo "fetching $spec sdist into $CACHE/sdist ..." >&2
     "${PIP[@]}" download --no-deps --no-binary :all: "$spec" -d "$CACHE/sdist" >&2
-    tarball="$(ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz | sort -V | tail -n 1)"
+    tarball="$(ls "$CACHE"/sdist/"$1"-*.tar.gz | sort -V | tail -n 1)"
     mkdir -p "$CACHE/src"
     tar -xzf "$tarball" -C "$CACHE/src"
-    SRC="$(ls -d "$CACHE"/src/llama_cpp_python-*/vendor/llama.cpp | sort -V | tail -n 1)"
+    src="$(ls -d "$CACHE"/src/"$1"-*/vendor/"$4" | sort -V | tail -n 1)"
   fi
+  echo "$src"
+}
+
+# ---- 1. llama.cpp (or ik_llama.cpp) source ----
+if [[ "$FLAVOR" == ik ]]; then
+  SRC="${DS4_IK_SRC:-$(sdist_src ik_llama_cpp_python ik_llama_cpp_python "${DS4_IK_VERSION:-}" ik_llama.cpp)}"
+else
+  SRC="${DS4_LLAMA_CPP_SRC:-$(sdist_src llama_cpp_python llama-cpp-python "${DS4_LCP_VERSION:-}" llama.cpp)}"
 fi
 [[ -f "$SRC/ggml/CMakeLists.txt" ]] || { echo "bench_ggml_compare: no ggml source at $SRC/ggml" >&2; exit 1; }
 
