@@ -99,12 +99,14 @@ void matvec_q8_1(GgmlType type, const void* W, int64_t rows, int64_t cols, const
   DS4_CHECK(f != nullptr && rows >= 0);
   const int64_t rb = row_bytes(type, cols);
   const auto* wp = static_cast<const uint8_t*>(W);
-  // Persistent workers claiming row chunks (kernels/cpu/row_pool.h). Chunks are small (about 32
-  // per thread, a multiple of 4 rows) so that a late or descheduled thread costs at most one short
-  // chunk at the end; a chunk goes through the multi-row SIMD kernel when there is one (same bits
-  // as f per row), else one call of f per row.
+  // Persistent workers claiming row chunks (kernels/cpu/row_pool.h). About 16 chunks per thread
+  // (a multiple of 4 rows): small enough that a late or descheduled thread costs at most one short
+  // chunk at the end, long enough for the multi-row kernels' 4 sequential streams per chunk
+  // (MXFP4 2-thread cold 19-20 -> 20-22 GB/s against 32 per thread; bench/README.md, issue 8). A
+  // chunk goes through the multi-row SIMD kernel when there is one (same bits as f per row), else
+  // one call of f per row.
   const int64_t nt = std::max(1, n_threads);
-  const int64_t chunk = std::max<int64_t>(16, (rows / (nt * 32) + 3) / 4 * 4);
+  const int64_t chunk = std::max<int64_t>(16, (rows / (nt * 16) + 3) / 4 * 4);
   const RowsDotFn multi = simd_rows_dot(type);
   parallel_chunks(rows, chunk, n_threads, [&](int64_t r0, int64_t r1) {
     if (multi != nullptr) {
