@@ -31,6 +31,12 @@ RoutingStats through_file(const RoutingCounter& c, const std::string& path) {
   return st.ok() ? std::move(st).value() : RoutingStats{};
 }
 
+/// The planner's plan with co-activation (step 2b) switched off, everything else as in `opt`.
+Result<Plan> plan_without_coactivation(const CostModel& cm, PlanOptions opt) {
+  opt.coactivation = false;
+  return make_plan(cm, opt, Policy::Planner);
+}
+
 TEST(RoutingStatsV2, RoutesRoundTripAndVersion) {
   const auto dir = test::scratch_dir("coact_stats");
   RoutingCounter c(2, 6, 2, /*max_routes=*/100);
@@ -267,9 +273,7 @@ TEST(PlannerCoactivation, SplitsCoFiringPairsAndPredictsAFasterStep) {
   CostModel cm(s.inputs());
   auto co = make_plan(cm, s.opt, Policy::Planner);
   ASSERT_TRUE(co.ok()) << co.error().message;
-  PlanOptions off = s.opt;
-  off.coactivation = false;
-  auto snake = make_plan(cm, off, Policy::Planner);
+  auto snake = plan_without_coactivation(cm, s.opt);
   ASSERT_TRUE(snake.ok()) << snake.error().message;
   for (int l = 0; l < L; ++l)
     for (const auto& [a, b] : snake_mate_pairs(E)) {
@@ -311,9 +315,7 @@ TEST(PlannerCoactivation, WithoutCoactivationDataOwnershipIsSnake) {
   ASSERT_FALSE(s.samples.from_routes);
   CostModel cm(s.inputs());
   auto a = make_plan(cm, s.opt, Policy::Planner);
-  PlanOptions off = s.opt;
-  off.coactivation = false;
-  auto b = make_plan(cm, off, Policy::Planner);
+  auto b = plan_without_coactivation(cm, s.opt);
   ASSERT_TRUE(a.ok() && b.ok());
   for (int l = 0; l < L; ++l)
     for (int e = 0; e < E; ++e) EXPECT_EQ(a->experts[size_t(l)][size_t(e)].owner, b->experts[size_t(l)][size_t(e)].owner);
@@ -333,9 +335,7 @@ TEST(PlannerCoactivation, PairCountsOnlyStillSearchButKeepTheFasterPrediction) {
   CostModel cm(s.inputs());
   auto co = make_plan(cm, s.opt, Policy::Planner);
   ASSERT_TRUE(co.ok()) << co.error().message;
-  PlanOptions off = s.opt;
-  off.coactivation = false;
-  auto snake = make_plan(cm, off, Policy::Planner);
+  auto snake = plan_without_coactivation(cm, s.opt);
   ASSERT_TRUE(snake.ok());
   EXPECT_LE(cm.predict(co.value()).decode_step_s, cm.predict(snake.value()).decode_step_s);
   bool noted = false;
@@ -413,9 +413,7 @@ TEST(PlannerCoactivation, RealShapesPrintPredictedTokS) {
       CostModel cm(in);
       auto co = make_plan(cm, opt, Policy::Planner);
       ASSERT_TRUE(co.ok()) << co.error().message;
-      PlanOptions off = opt;
-      off.coactivation = false;
-      auto snake = make_plan(cm, off, Policy::Planner);
+      auto snake = plan_without_coactivation(cm, opt);
       ASSERT_TRUE(snake.ok()) << snake.error().message;
       const double t_co = cm.predict(co.value()).decode_step_s, t_snake = cm.predict(snake.value()).decode_step_s;
       EXPECT_LE(t_co, t_snake);
