@@ -1,6 +1,6 @@
 // kernels/cpu/cpu_features.h — run-time CPU feature detection and the SIMD selection switch for
 // the CPU kernels. The scalar code in vec_dot.cpp defines the results; the x86 kernel families
-// (dot_q8_1_x86.inc compiled three times: AVX2, AVX2 + AVX-VNNI, AVX2 + AVX512-VNNI/VL) return
+// (dot_q8_1_x86.inc compiled three times: AVX2, AVX2 + AVX-VNNI, AVX2 + AVX-512 F/BW/VL/VNNI) return
 // the same bits and are only a speed choice.
 #pragma once
 
@@ -16,6 +16,8 @@ struct CpuFeatures {
   bool avx_vnni = false;     ///< VEX vpdpbusd on ymm (Alder Lake, Sapphire Rapids, Zen 5 and later)
   bool avx512_vnni = false;  ///< EVEX vpdpbusd (Cascade Lake, Ice Lake, Zen 4 and later) ...
   bool avx512_vl = false;    ///< ... on ymm registers needs AVX512VL as well
+  bool avx512_f = false;     ///< 512-bit registers and opmasks (the AVX-512 family's zmm kernels) ...
+  bool avx512_bw = false;    ///< ... with byte/word operations on them (every AVX512-VNNI CPU so far has both)
 };
 
 /// The features of the CPU this process runs on (detected on first call, then cached).
@@ -31,7 +33,7 @@ bool cpu_avx2_usable();
 enum class DotBackend { Scalar, Avx2, AvxVnni, Avx512Vnni };
 
 /// True when `b` can run on this CPU (and was compiled into this build): Scalar always; Avx2 when
-/// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI; Avx512Vnni also needs AVX512-VNNI and AVX512VL.
+/// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI; Avx512Vnni also needs AVX512F, AVX512BW, AVX512VL and AVX512-VNNI.
 bool backend_usable(DotBackend b);
 
 /// Kernel selection policy. The families rank Avx512Vnni > AvxVnni > Avx2 > Scalar. Auto: the

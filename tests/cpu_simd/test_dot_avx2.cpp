@@ -210,6 +210,8 @@ TEST(CpuSimdSelection, DetectionAgreesWithProcCpuinfo) {
   }
   EXPECT_EQ(f.avx512_vnni, flags.count("avx512_vnni") == 1);
   EXPECT_EQ(f.avx512_vl, flags.count("avx512vl") == 1);
+  EXPECT_EQ(f.avx512_f, flags.count("avx512f") == 1);
+  EXPECT_EQ(f.avx512_bw, flags.count("avx512bw") == 1);
 }
 
 TEST(CpuSimdSelection, EveryPolicyPicksAUsableBackend) {
@@ -227,7 +229,7 @@ TEST(CpuSimdSelection, EveryPolicyPicksAUsableBackend) {
     EXPECT_TRUE(f.avx_vnni && cpu::cpu_avx2_usable());
   }
   if (cpu::backend_usable(cpu::DotBackend::Avx512Vnni)) {
-    EXPECT_TRUE(f.avx512_vnni && f.avx512_vl && cpu::cpu_avx2_usable());
+    EXPECT_TRUE(f.avx512_vnni && f.avx512_vl && f.avx512_f && f.avx512_bw && cpu::cpu_avx2_usable());
   }
   const cpu::DotBackend fallback = cpu::cpu_avx2_usable() ? cpu::DotBackend::Avx2 : cpu::DotBackend::Scalar;
   // Documented rank: Avx512Vnni > AvxVnni > Avx2 > Scalar; a forced family falls to the highest
