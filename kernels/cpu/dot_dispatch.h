@@ -59,7 +59,7 @@ RowDotFn row_dot(GgmlType type);
 RowsDotFn rows_dot(GgmlType type);
 }  // namespace avx_vnni
 
-/// The same kernels with vpdpbusd on ymm (EVEX) and 512-bit IQ2_XXS/IQ2_XS kernels
+/// The same kernels with vpdpbusd on ymm (EVEX) and 512-bit IQ2_XXS/IQ2_XS/IQ1_M kernels
 /// (-mavx512f -mavx512bw -mavx512vl -mavx512vnni; dot_q8_1_zmm.inc).
 namespace avx512_vnni {
 /// AVX512-VNNI row kernel for `type` or nullptr; call only when backend_usable(DotBackend::Avx512Vnni).
