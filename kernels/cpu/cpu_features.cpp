@@ -65,7 +65,11 @@ SimdMode mode_from_env() {
     std::fprintf(stderr,
                  "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n", k);
   const char* e = std::getenv("DS4_CPU_SCALAR");
-  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) mode = SimdMode::ForceScalar;
+  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) {
+    if (mode != SimdMode::Auto && mode != SimdMode::ForceScalar)
+      std::fprintf(stderr, "ds4: DS4_CPU_SCALAR=%s overrides DS4_CPU_KERNELS=%s: using the scalar kernels\n", e, k);
+    mode = SimdMode::ForceScalar;
+  }
   return mode;
 }
 
