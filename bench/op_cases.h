@@ -47,7 +47,8 @@ inline std::vector<OpCase> bench_op_cases() {
 
 /// Test cases: every type with a variety of small shapes (row counts that do not divide evenly
 /// by the thread counts, dot lengths of 1..17 super-blocks, 32-element types also with chunk
-/// counts that are not a multiple of 8), plus one expert-shaped row block.
+/// counts that are not a multiple of 8), expert-shaped row blocks, and for the 256-element types
+/// one row length above the kernels' 16384-element stack limit.
 inline std::vector<OpCase> test_op_cases() {
   std::vector<OpCase> v;
   for (GgmlType t : expert_types()) {
@@ -59,6 +60,9 @@ inline std::vector<OpCase> test_op_cases() {
       v.push_back({t, rows[i % rows.size()], cols[i], 1, "small"});
     v.push_back({t, 64, 2048, 1, "expert_rows_64x2048"});
     v.push_back({t, 33, 4096, 1, "expert_rows_33x4096"});
+    // Longer than the 512 chunks whose activation data the 256-element kernels keep on the stack
+    // (their per-super-block path).
+    if (!b32) v.push_back({t, 5, 16640, 1, "long_rows_5x16640"});
   }
   return v;
 }
