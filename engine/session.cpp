@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "engine/dsv4_model.h"
+#include "engine/official_checkpoint.h"
 #include "placement/gguf_sizes.h"
 #include "placement/plan_file.h"
 #include "staging/expert_store.h"
@@ -101,7 +102,7 @@ Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, con
 }  // namespace
 
 Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, const ModelOptions& opts) {
-  DS4_TRY(gguf::GgufModel file, gguf::GgufModel::open(path));
+  DS4_TRY(gguf::GgufModel file, open_model_file(path));  // GGUF or a safetensors checkpoint
   std::shared_ptr<Dsv4Model> m(new Dsv4Model(std::move(file)));
   m->opts_ = opts;
   DS4_TRY(m->config_, model_config_from_gguf(m->file_.metadata(), m->file_.tensors(), path));
@@ -113,6 +114,9 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
       return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
                    ": expected tp=1 (staged tiers are not yet shared between rank threads)"};
     DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
+    if (tier == staging::ExpertTier::Nvme && m->file_.has_in_memory_tensors())
+      return Error{path + ": --experts-tier nvme reads experts from the model file, but this checkpoint's experts are "
+                          "repacked in memory at load; expected a GGUF (ds4-offload convert --to gguf)"};
     DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
   }
   if (!opts.expert_plan.empty()) {
@@ -123,6 +127,12 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     // GPU (a double buffer); layers run one after another here, and step-scoped slots move the
     // same bytes either way (no reuse across tokens, as the plan assumes).
     so.cache_slots_per_layer = m->config_.n_expert_used;
+    if (m->file_.has_in_memory_tensors())
+      for (const auto& layer : ps.placement.home)
+        for (staging::ExpertHome h : layer)
+          if (h == staging::ExpertHome::Nvme || h == staging::ExpertHome::NvmeCpu)
+            return Error{path + ": the plan reads experts from NVMe, but this checkpoint's experts are repacked in "
+                                "memory at load; expected a GGUF (ds4-offload convert --to gguf) or a plan without NVMe"};
     DS4_TRY(m->weights_.experts, staging::make_mixed_expert_store(ps.placement, m->file_, so));
   }
   DS4_TRY(TokenizerVocab vocab, tokenizer_vocab_from_gguf(m->file_.metadata()));

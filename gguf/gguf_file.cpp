@@ -70,6 +70,9 @@ Result<uint64_t> tensor_nbytes(uint32_t type, const std::array<int64_t, 4>& ne) 
     return Error{"unknown ggml type id " + std::to_string(type) +
                  (note.empty() ? std::string(" (not an upstream ggml type)") : " (" + note + ")")};
   }
+  if (g->internal)
+    return Error{"type id " + std::to_string(type) + " (" + std::string(g->name) +
+                 ") is a ds4-internal in-memory encoding; expected an upstream ggml type in a GGUF file"};
   for (int k = 0; k < 4; ++k)
     if (ne[k] < 0)
       return Error{"dimension ne[" + std::to_string(k) + "] = " + std::to_string(ne[k]) +
@@ -528,6 +531,31 @@ Result<GgufModel> GgufModelBuilder::open(const std::string& path, const OpenOpti
 
 Result<GgufModel> GgufModel::open(const std::string& path, const OpenOptions& opts) {
   return GgufModelBuilder::open(path, opts);
+}
+
+GgufModel GgufModel::assemble(std::string path, Metadata metadata, std::vector<Shard> shards,
+                              std::vector<TensorInfo> tensors, std::vector<std::shared_ptr<const void>> keep_alive) {
+  GgufModel m;
+  m.path_ = std::move(path);
+  m.metadata_ = std::move(metadata);
+  m.metadata_.set_source(m.path_);
+  m.shards_ = std::move(shards);
+  for (auto& t : tensors) {
+    const auto* g = ggml_type_geometry(t.type);
+    DS4_CHECK(g != nullptr && t.ne[0] % g->block_elems == 0);
+    DS4_CHECK(t.nbytes == uint64_t(t.nelements() / g->block_elems) * uint64_t(g->block_bytes));
+    DS4_CHECK(t.shard >= -1 && t.shard < int(m.shards_.size()));
+    DS4_CHECK(m.index_.emplace(t.name, m.tensors_.size()).second);
+    m.tensors_.push_back(std::move(t));
+  }
+  m.keep_alive_ = std::move(keep_alive);
+  return m;
+}
+
+bool GgufModel::has_in_memory_tensors() const {
+  for (const auto& t : tensors_)
+    if (t.shard < 0) return true;
+  return false;
 }
 
 }  // namespace ds4::gguf

@@ -27,7 +27,8 @@ struct TensorInfo {
   uint64_t offset = 0;               // byte offset relative to its shard's data section
   uint64_t file_offset = 0;          // absolute byte offset in its shard file
   uint64_t nbytes = 0;               // nbytes(type, ne), validated against the file
-  int shard = 0;                     // index into GgufModel::shards()
+  int shard = 0;                     // index into GgufModel::shards(); -1: bytes held in memory
+                                     // (an assembled view's repacked tensor: no file location)
   const uint8_t* data = nullptr;     // mapped bytes (valid while the GgufModel lives)
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
@@ -74,6 +75,16 @@ class GgufModel {
   /// Path given to open().
   const std::string& path() const { return path_; }
 
+  /// The Checkpoint view of another reader's files (DESIGN.md: name -> {type, shape, bytes}):
+  /// llama.cpp names, `deepseek4.*` metadata and tensors whose `data` points into `keep_alive`
+  /// (e.g. a safetensors mmap, or buffers of repacked blocks; `shard` -1 for those). `shards`
+  /// lists the source files (path and size only). Tensor names must be unique and every nbytes
+  /// match its type and shape (programmer errors: the assembler builds them).
+  static GgufModel assemble(std::string path, Metadata metadata, std::vector<Shard> shards,
+                            std::vector<TensorInfo> tensors, std::vector<std::shared_ptr<const void>> keep_alive);
+  /// True when some tensor has no file location (shard -1): the NVMe tier cannot read it.
+  bool has_in_memory_tensors() const;
+
  private:
   GgufModel();
   struct Mapping;
@@ -83,6 +94,7 @@ class GgufModel {
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<std::unique_ptr<Mapping>> maps_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;  // assemble(): owners of the tensor bytes
   friend class GgufModelBuilder;
 };
 

@@ -34,7 +34,7 @@ bool can_dequantize(GgmlType type) {
     case GgmlType::Q8_0: case GgmlType::Q8_1: case GgmlType::Q8_K: case GgmlType::Q2_K:
     case GgmlType::Q4_K: case GgmlType::Q6_K: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
     case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::MXFP4:
-    case GgmlType::NVFP4:
+    case GgmlType::NVFP4: case GgmlType::F8_E4M3_R128: case GgmlType::NVFP4_S2:
       return true;
     default:
       return false;
@@ -70,6 +70,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::IQ1_M: return decode_super<BlockIQ1_M, decode_iq1_m_group>(src, dst, n);
     case GgmlType::MXFP4: return decode_blocks<BlockMXFP4, decode_mxfp4, 32>(src, dst, n);
     case GgmlType::NVFP4: return decode_blocks<BlockNVFP4, decode_nvfp4, 64>(src, dst, n);
+    case GgmlType::F8_E4M3_R128: return decode_blocks<BlockF8R128, decode_f8_r128, 128>(src, dst, n);
+    case GgmlType::NVFP4_S2: return decode_blocks<BlockNVFP4S2, decode_nvfp4_s2, 64>(src, dst, n);
     default: DS4_CHECK(false && "unsupported type");
   }
 }

@@ -149,6 +149,27 @@ static_assert(sizeof(BlockIQ1_M) == 56 && detail::geometry_is(GgmlType::IQ1_M, 2
 static_assert(sizeof(BlockMXFP4) == 17 && detail::geometry_is(GgmlType::MXFP4, 32, sizeof(BlockMXFP4)));
 static_assert(sizeof(BlockNVFP4) == 36 && detail::geometry_is(GgmlType::NVFP4, 64, sizeof(BlockNVFP4)));
 
+/// ds4-internal F8_E4M3_R128 (not a ggml type): 128 consecutive elements of one row of a DeepSeek
+/// FP8 tensor with the E8M0 scale of their 128x128 block (scale first, the layout of the
+/// nisparks fork's F8_E4M3_B128). x[j] = e4m3(qs[j]) * 2^(e-127) (e = 0 -> 2^-127). Source of the
+/// encoding: DeepSeek-V4 safetensors `<p>.weight` F8_E4M3 + `<p>.scale` F8_E8M0 (quant-formats.md §3).
+struct BlockF8R128 {
+  uint8_t e;
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockF8R128) == 129 && detail::geometry_is(GgmlType::F8_E4M3_R128, 128, sizeof(BlockF8R128)));
+
+/// ds4-internal NVFP4_S2 (not a ggml type): NVIDIA ModelOpt NVFP4 weights of 64 consecutive row
+/// elements as a ggml NVFP4 block plus the tensor's FP32 `weight_scale_2` (bits, little-endian).
+/// x[j] = (kvalues_mxfp4[code] * ue4m3_half(d[j/16])) * s2 = (e2m1 * e4m3(weight_scale)) * s2:
+/// the first product is exact, the multiply by s2 rounds once (exact when s2 is a power of two).
+/// ModelOpt layout: NeMo/ModelOpt NVFP4QTensor (quant-formats.md §2 "NVFP4, NVIDIA").
+struct BlockNVFP4S2 {
+  uint8_t s2[4];
+  BlockNVFP4 b;
+};
+static_assert(sizeof(BlockNVFP4S2) == 40 && detail::geometry_is(GgmlType::NVFP4_S2, 64, sizeof(BlockNVFP4S2)));
+
 /// fp16 super-scale of an IQ1_M block (bits spread over the top nibble of each u16 scale word).
 DS4_HD inline uint16_t iq1m_scale_bits(const BlockIQ1_M& b) {
   const uint16_t s0 = uint16_t(b.scales[0] | (b.scales[1] << 8));

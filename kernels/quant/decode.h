@@ -213,6 +213,20 @@ DS4_HD inline void decode_nvfp4(const BlockNVFP4& b, float* y) {
   for (int j = 0; j < 64; ++j) y[j] = float(kvalues_mxfp4(nvfp4_code(b, j))) * ue4m3_to_f32_half(b.d[j / 16]);
 }
 
+/// ds4-internal F8_E4M3_R128 block -> y[128]: e4m3(qs[j]) * 2^(e-127).
+DS4_HD inline void decode_f8_r128(const BlockF8R128& b, float* y) {
+  const float d = e8m0_to_f32(b.e);
+  for (int j = 0; j < 128; ++j) y[j] = e4m3_to_f32(b.qs[j]) * d;
+}
+
+/// ds4-internal NVFP4_S2 block -> y[64]: the NVFP4 value times the tensor scale s2.
+DS4_HD inline void decode_nvfp4_s2(const BlockNVFP4S2& b, float* y) {
+  const uint32_t bits = uint32_t(b.s2[0]) | uint32_t(b.s2[1]) << 8 | uint32_t(b.s2[2]) << 16 | uint32_t(b.s2[3]) << 24;
+  const float s2 = f32_from_bits(bits);
+  decode_nvfp4(b.b, y);
+  for (int j = 0; j < 64; ++j) y[j] = y[j] * s2;
+}
+
 /// Decodes all 8 groups of a 256-element block with a per-group decoder.
 template <class Block, void (*Group)(const Block&, int, float*)>
 DS4_HD inline void decode_superblock(const Block& b, float* y) {

@@ -18,7 +18,14 @@ enum class GgmlType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
   IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41,
+  // ds4-internal encodings (ids >= 1000): produced in memory when binding official safetensors
+  // checkpoints, never read from or written to a GGUF file (kernels/quant/blocks.h has the layouts).
+  F8_E4M3_R128 = 1000,  ///< DeepSeek FP8: E8M0 scale byte + 128 E4M3 bytes of one row
+  NVFP4_S2 = 1001,      ///< NVIDIA ModelOpt NVFP4: f32 weight_scale_2 + a ggml NVFP4 block (64)
 };
+
+/// First id of the ds4-internal encodings (not ggml types; refused in GGUF files).
+inline constexpr uint32_t kFirstInternalTypeId = 1000;
 
 
 /// Geometry of one ggml type: `block_elems` consecutive elements along ne[0] are stored in
@@ -28,6 +35,7 @@ struct GgmlTypeGeometry {
   std::string_view name;  // ggml's name, upper case as in gguf-py (e.g. "IQ2_XXS")
   int64_t block_elems;
   int64_t block_bytes;
+  bool internal = false;  // a ds4-internal encoding (id >= kFirstInternalTypeId), not in GGUF files
 };
 
 namespace detail {
@@ -42,10 +50,12 @@ inline constexpr GgmlTypeGeometry kGgmlGeometry[] = {
     {27, "I64", 1, 8},       {28, "F64", 1, 8},      {29, "IQ1_M", 256, 56}, {30, "BF16", 1, 2},
     {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66}, {39, "MXFP4", 32, 17},  {40, "NVFP4", 64, 36},
     {41, "Q1_0", 128, 18},
+    {1000, "F8_E4M3_R128", 128, 129, true}, {1001, "NVFP4_S2", 64, 40, true},
 };
 }  // namespace detail
 
 /// Geometry of ggml type `id`, or nullptr when the id is retired or unknown to upstream ggml.
+/// Also answers for the ds4-internal ids (geometry `internal` = true); a GGUF reader must refuse those.
 constexpr const GgmlTypeGeometry* ggml_type_geometry(uint32_t id) {
   for (const auto& g : detail::kGgmlGeometry)
     if (g.id == id) return &g;

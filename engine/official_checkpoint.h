@@ -1,0 +1,65 @@
+// engine/official_checkpoint.h — DeepSeek-V4 official safetensors checkpoints (DeepSeek's FP8/FP4
+// release and NVIDIA's ModelOpt NVFP4 conversion) bound as the same Checkpoint view a llama.cpp
+// `deepseek4` GGUF gives: llama.cpp tensor names and `deepseek4.*` metadata keys, so that
+// model_config_from_gguf and bind_weights consume both unchanged.
+//
+// Facts: ../shared/reference/dsv4-architecture.md §1 (HF config keys), §5 (official names and
+// encodings), §6 (llama.cpp names and keys); quant-formats.md §2-3; the ModelOpt layout in
+// ../shared/fixtures/dsv4-tiny-nvfp4/README.md.
+//
+// How each official encoding enters the view (nothing is dequantized to F32):
+// - BF16 / F16 / F32 tensors: in place (the mmap), same ggml type; torch [out, in] = ggml {in, out}.
+// - FP8 E4M3 `<p>.weight` + E8M0 `<p>.scale` (128x128 blocks): repacked once into the ds4-internal
+//   F8_E4M3_R128 rows (one scale byte before each 128 weight bytes; +0.8 % bytes), decoded exactly
+//   by kernels/quant (decode_f8_r128) on the F32 activation path.
+// - FP4 E2M1 routed experts (I8 nibbles + E8M0 per 32): repacked bit-exactly into ggml MXFP4 blocks
+//   (same E8M0 byte, nibbles re-paired j | j+16 << 4; ggml's doubled kvalues with the 2^(e-128)
+//   half scale give e2m1 * 2^(e-127)), all experts of a projection merged into llama.cpp's 3-D
+//   `blk.L.ffn_{gate,up,down}_exps.weight` {in, out, n_expert}. Same size as the source.
+// - NVFP4 (ModelOpt) routed experts (U8 nibbles + F8_E4M3 per 16 + F32 weight_scale_2): repacked
+//   into the ds4-internal NVFP4_S2 blocks (ggml NVFP4 block + the tensor scale; 40 B per 64).
+//   The format is chosen per tensor from its names and dtypes, so the `mtp.*` experts of NVIDIA's
+//   checkpoint (MXFP4) load as MXFP4.
+// - `tid2eid` I64 [vocab, k]: range-checked into I32 {k, vocab}.
+// - `mtp.M.*` (draft blocks): bound under `blk.{n_layer+M}.nextn.*` (loaded, kept, not used).
+// Load cost for the 160 GB checkpoint: one pass over every FP8/FP4 byte (about 148 GB read from
+// the files, the same amount written into anonymous memory; the repack itself runs at memory
+// speed on all cores). The repacked bytes live in memory: `--experts-tier nvme` needs a GGUF.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ds4/result.h"
+#include "gguf/gguf_file.h"
+
+namespace ds4 {
+
+/// What binding an official checkpoint did (printed by `inspect`).
+struct OfficialCheckpointStats {
+  std::string quant;              // "fp8+fp4", "fp8+nvfp4", ... (from the tensors found)
+  int tensors = 0;                // safetensors tensors read
+  int fp8_tensors = 0;            // FP8 blocks repacked to F8_E4M3_R128
+  int mxfp4_experts = 0;          // expert matrices repacked FP4 -> MXFP4
+  int nvfp4_experts = 0;          // expert matrices repacked NVFP4 -> NVFP4_S2
+  uint64_t in_place_bytes = 0;    // tensors used from the mmap as they are
+  uint64_t repacked_bytes = 0;    // bytes written into memory by the repacks
+  double seconds = 0;             // wall time of the repacks
+  bool tokenizer_json = false;    // tokenizer.json found and converted
+};
+
+/// Binds the DeepSeek-V4 safetensors checkpoint at `path` (a folder with config.json and the
+/// shards, an index json, or a .safetensors file with config.json beside it) as a `deepseek4`
+/// GgufModel view (see the header comment). Errors, one message naming file, tensor (and block):
+/// every safetensors fault (gguf/safetensors.h); config.json missing, malformed or missing a key;
+/// an official tensor name that has no llama.cpp counterpart, or a counterpart absent; a dtype or
+/// scale shape that does not match its encoding; an E8M0 scale 0xFF (NaN) or an NVFP4 scale with
+/// the sign bit or NaN; a tid2eid entry outside 0..n_routed_experts-1; experts of one projection in
+/// mixed formats. The config/shape cross-check is model_config_from_gguf's, done by the caller.
+Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats = nullptr);
+
+/// Opens any model path the CLI accepts: a GGUF file or split set (gguf::GgufModel::open with
+/// `opts`), or a safetensors checkpoint (open_official_checkpoint; `opts` ignored).
+Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts = {});
+
+}  // namespace ds4

@@ -1,0 +1,279 @@
+// Official safetensors checkpoints (label golden): ../shared/fixtures/dsv4-tiny (DeepSeek FP8 +
+// FP4 experts) and ../shared/fixtures/dsv4-tiny-nvfp4 (NVIDIA ModelOpt NVFP4 experts, MXFP4 mtp.*).
+// - the folder's Checkpoint view decodes to the fixture GGUF's FP32 values tensor for tensor, bit
+//   for bit (the GGUF holds the same weights dequantized exactly, experts as MXFP4), and its
+//   MXFP4 expert bytes are the GGUF's;
+// - logits from the folder are bit-identical to the GGUF's (f32 and q8 activations), and the
+//   NVFP4 folder's to the MXFP4 folder's (f32);
+// - the folder meets the `exact` golden gate (mean <= 1e-4, top-1 100 %, same greedy tokens);
+// - doctored checkpoints are refused with a message naming the tensor (and block).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/dsv4_model.h"
+#include "engine/official_checkpoint.h"
+#include "gguf/safetensors.h"
+#include "gguf/safetensors_writer.h"
+#include "golden_data.h"
+#include "kernels/cpu/quant_ref.h"
+#include "support/test_env.h"
+
+namespace ds4 {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kVocab = 512;
+
+fs::path folder() { return test::tiny_dir(); }
+fs::path nvfp4_folder() { return test::fixtures_dir() / "dsv4-tiny-nvfp4"; }
+
+/// Every row of `t` decoded to FP32.
+std::vector<float> decode_all(const gguf::TensorInfo& t) {
+  std::vector<float> v(size_t(t.nelements()));
+  if (static_cast<GgmlType>(t.type) == GgmlType::I32) {
+    for (int64_t i = 0; i < t.nelements(); ++i) {
+      int32_t x;
+      std::memcpy(&x, t.data + 4 * i, 4);
+      v[size_t(i)] = float(x);
+    }
+    return v;
+  }
+  for (int64_t r = 0; r < t.nrows(); ++r)
+    cpu::dequantize_row(static_cast<GgmlType>(t.type), t.data + r * t.row_bytes(), v.data() + r * t.ne[0], t.ne[0]);
+  return v;
+}
+
+TEST(OfficialCheckpoint, ViewDecodesToTheGgufTensorForTensor) {
+  auto g = gguf::GgufModel::open(test::tiny_gguf().string());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  OfficialCheckpointStats st;
+  auto v = open_official_checkpoint(folder().string(), &st);
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  int compared = 0, experts_same_bytes = 0;
+  for (const auto& t : g->tensors()) {
+    const gguf::TensorInfo* u = v->find(t.name);
+    ASSERT_TRUE(u) << t.name << " missing from the folder view";
+    EXPECT_EQ(u->ne, t.ne) << t.name;
+    const auto a = decode_all(t), b = decode_all(*u);
+    ASSERT_EQ(a.size(), b.size()) << t.name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << t.name << " decodes differently ("
+                                                              << ggml_type_name(t.type) << " vs " << ggml_type_name(u->type) << ")";
+    if (static_cast<GgmlType>(t.type) == GgmlType::MXFP4) {
+      ASSERT_EQ(u->type, t.type) << t.name;
+      EXPECT_EQ(std::memcmp(t.data, u->data, t.nbytes), 0) << t.name << ": MXFP4 bytes differ";
+      ++experts_same_bytes;
+    }
+    ++compared;
+  }
+  // The view has the GGUF's tensors plus the MTP block (blk.6.nextn.*), which the GGUF lacks.
+  int mtp = 0;
+  for (const auto& u : v->tensors()) {
+    if (g->find(u.name)) continue;
+    EXPECT_EQ(u.name.rfind("blk.6.nextn.", 0), 0u) << u.name << ": extra tensor outside the MTP block";
+    ++mtp;
+  }
+  std::printf("  %d tensors bit-identical after decoding (%d MXFP4 expert tensors byte-identical), %d MTP tensors kept\n",
+              compared, experts_same_bytes, mtp);
+  std::printf("  repacks: %d FP8 tensors, %d FP4 expert matrices; %.1f MiB in place, %.1f MiB repacked in %.3f s\n",
+              st.fp8_tensors, st.mxfp4_experts, st.in_place_bytes / 1048576.0, st.repacked_bytes / 1048576.0, st.seconds);
+  EXPECT_EQ(experts_same_bytes, 18);
+  EXPECT_GT(mtp, 30);
+  EXPECT_EQ(st.nvfp4_experts, 0);
+}
+
+TEST(OfficialCheckpoint, Nvfp4ExpertsChosenPerTensorAndDecodeLikeMxfp4) {
+  if (!fs::exists(nvfp4_folder() / "config.json")) GTEST_SKIP() << "no dsv4-tiny-nvfp4 fixture";
+  auto a = open_official_checkpoint(folder().string());
+  OfficialCheckpointStats st;
+  auto b = open_official_checkpoint(nvfp4_folder().string(), &st);
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  int nv = 0, mx = 0;
+  for (const auto& t : b->tensors()) {
+    if (t.name.find("_exps.weight") == std::string::npos) continue;
+    const bool mtp = t.name.find(".nextn.") != std::string::npos;
+    // layers.* experts are NVFP4; the mtp.* experts stay MXFP4 (the per-tensor choice).
+    EXPECT_EQ(static_cast<GgmlType>(t.type), mtp ? GgmlType::MXFP4 : GgmlType::NVFP4_S2) << t.name;
+    (mtp ? mx : nv)++;
+    const gguf::TensorInfo* u = a->find(t.name);
+    ASSERT_TRUE(u) << t.name;
+    const auto x = decode_all(t), y = decode_all(*u);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0) << t.name << ": NVFP4 decode differs from MXFP4";
+  }
+  EXPECT_EQ(nv, 18);
+  EXPECT_EQ(mx, 3);
+  EXPECT_EQ(st.nvfp4_experts, 18 * 16);
+  EXPECT_EQ(st.mxfp4_experts, 3 * 16);
+}
+
+std::vector<float> prefill_logits(const std::string& path, Activations act, const std::vector<int32_t>& ids) {
+  ModelOptions o;
+  o.activations = act;
+  o.threads = 2;
+  auto m = Dsv4Model::open(path, o);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  if (!m.ok()) return {};
+  Dsv4Session s(*m);
+  std::vector<float> all;
+  auto e = s.eval(ids, &all, nullptr);
+  EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+  return all;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return !a.empty() && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+TEST(OfficialCheckpoint, FolderLogitsBitIdenticalToGguf) {
+  const auto prompts = test::load_goldens();
+  for (Activations act : {Activations::F32, Activations::Q8}) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto g = prefill_logits(test::tiny_gguf().string(), act, prompts[i].ids);
+      const auto f = prefill_logits(folder().string(), act, prompts[i].ids);
+      EXPECT_TRUE(same_bits(g, f)) << "prompt " << i << (act == Activations::F32 ? " f32" : " q8")
+                                   << ": folder logits differ from the GGUF's";
+    }
+  }
+  if (!fs::exists(nvfp4_folder() / "config.json")) return;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto a = prefill_logits(folder().string(), Activations::F32, prompts[i].ids);
+    const auto b = prefill_logits(nvfp4_folder().string(), Activations::F32, prompts[i].ids);
+    EXPECT_TRUE(same_bits(a, b)) << "prompt " << i << ": NVFP4 folder logits differ from the MXFP4 folder's";
+  }
+}
+
+TEST(OfficialCheckpoint, FolderMeetsExactGoldens) {
+  ModelOptions o;
+  o.threads = 2;
+  auto m = Dsv4Model::open(folder().string(), o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  for (const auto& p : test::load_goldens()) {
+    Dsv4Session s(*m);
+    std::vector<float> pre, row, dec;
+    ASSERT_TRUE(s.eval(p.ids, &pre, nullptr).ok());
+    int32_t tok = test::argmax_row(pre, int64_t(p.ids.size()) - 1, kVocab);
+    std::vector<int32_t> greedy;
+    for (size_t k = 0; k < p.greedy_exact.size(); ++k) {
+      greedy.push_back(tok);
+      ASSERT_TRUE(s.eval(std::span<const int32_t>(&tok, 1), nullptr, &row).ok());
+      dec.insert(dec.end(), row.begin(), row.end());
+      tok = test::argmax_row(row, 0, kVocab);
+    }
+    const auto dp = test::compare_logprobs(pre, test::read_f32(p.exact_prefill), kVocab);
+    const auto dd = test::compare_logprobs(dec, test::read_f32(p.exact_decode), kVocab);
+    std::printf("  folder, %zu-token prompt: prefill %s; decode %s\n", p.ids.size(), test::describe(dp).c_str(),
+                test::describe(dd).c_str());
+    test::expect_exact_gate(dp, dd, "folder prompt of " + std::to_string(p.ids.size()));
+    EXPECT_EQ(greedy, p.greedy_exact);
+  }
+}
+
+/// Copies the fixture folder into `dst`, letting `edit` change tensors (name -> bytes) and the
+/// config JSON before the shards are rewritten with the writer.
+void doctor(const fs::path& src, const fs::path& dst,
+            const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit,
+            const std::function<void(nlohmann::json&)>& edit_config = {},
+            const std::function<bool(const std::string&)>& drop = {}) {
+  auto ck = gguf::SafetensorsCheckpoint::open(src.string());
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  std::vector<std::vector<uint8_t>> store;
+  store.reserve(ck->tensors().size());
+  std::vector<std::vector<gguf::StWriteTensor>> per(ck->shards().size());
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+  for (const auto& t : ck->tensors()) {
+    if (drop && drop(t.name)) continue;
+    store.emplace_back(t.data, t.data + t.nbytes);
+    edit(t.name, store.back());
+    per[size_t(t.shard)].push_back({t.name, t.dtype, t.shape, store.back().data(), store.back().size()});
+    index["weight_map"][t.name] = fs::path(ck->shards()[size_t(t.shard)].path).filename().string();
+  }
+  for (size_t s = 0; s < per.size(); ++s)
+    ASSERT_TRUE(gguf::write_safetensors((dst / fs::path(ck->shards()[s].path).filename()).string(), per[s]).ok());
+  std::ofstream(dst / "model.safetensors.index.json") << index.dump();
+  std::ifstream cf(src / "config.json");
+  nlohmann::json cfg = nlohmann::json::parse(cf);
+  if (edit_config) edit_config(cfg);
+  std::ofstream(dst / "config.json") << cfg.dump();
+}
+
+std::string open_error(const fs::path& p) {
+  auto m = Dsv4Model::open(p.string(), ModelOptions{});
+  return m.ok() ? std::string("(opened)") : m.error().message;
+}
+
+TEST(OfficialCheckpoint, DoctoredCheckpointsAreRefused) {
+  auto none = [](const std::string&, std::vector<uint8_t>&) {};
+  struct Case {
+    const char* what;
+    std::function<void(const std::string&, std::vector<uint8_t>&)> edit;
+    std::function<void(nlohmann::json&)> cfg;
+    std::function<bool(const std::string&)> drop;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"tid2eid out of range",
+       [](const std::string& n, std::vector<uint8_t>& b) {
+         if (n == "layers.1.ffn.gate.tid2eid") {
+           const int64_t bad = 16;
+           std::memcpy(b.data() + 8 * 5, &bad, 8);
+         }
+       },
+       {}, {}, "tensor 'layers.1.ffn.gate.tid2eid': entry 5 (token 1): expected an expert id 0..15, found 16"},
+      {"FP8 scale NaN",
+       [](const std::string& n, std::vector<uint8_t>& b) {
+         if (n == "layers.2.attn.wq_b.scale") b[3] = 0xFF;
+       },
+       {}, {}, "tensor 'layers.2.attn.wq_b.scale': block [3, 0] is 0xFF (E8M0 NaN)"},
+      {"FP4 expert scale NaN",
+       [](const std::string& n, std::vector<uint8_t>& b) {
+         if (n == "layers.4.ffn.experts.9.w2.scale") b[1] = 0xFF;
+       },
+       {}, {}, "tensor 'layers.4.ffn.experts.9.w2.scale': row 0 block 1 is 0xFF"},
+      {"config key missing", none, [](nlohmann::json& c) { c.erase("o_groups"); }, {}, "config.json: key 'o_groups' missing"},
+      {"config scoring", none, [](nlohmann::json& c) { c["scoring_func"] = "sigmoid"; }, {}, "expected 'sqrtsoftplus'"},
+      {"expert missing", none, {}, [](const std::string& n) { return n.rfind("layers.3.ffn.experts.7.w3", 0) == 0; },
+       "blk.3.ffn_up_exps.weight: expected 16 routed experts, found 15 (expert 7 missing)"},
+      {"FP8 scale missing", none, {}, [](const std::string& n) { return n == "layers.0.attn.wkv.scale"; },
+       "tensor 'layers.0.attn.wkv.weight': F8_E4M3 weight without 'layers.0.attn.wkv.scale'"},
+      {"dense tensor missing", none, {}, [](const std::string& n) { return n == "layers.5.attn.compressor.ape"; },
+       "tensor 'blk.5.attn_compressor_ape.weight': expected shape"},
+  };
+  for (const Case& c : cases) {
+    const fs::path dst = test::scratch_dir("official_doctored");
+    doctor(folder(), dst, c.edit, c.cfg, c.drop);
+    const std::string e = open_error(dst);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.what << ": " << e;
+  }
+  // An unexpected official name.
+  const fs::path dst = test::scratch_dir("official_doctored_name");
+  {
+    auto ck = gguf::SafetensorsCheckpoint::open(folder().string());
+    ASSERT_TRUE(ck.ok());
+    doctor(folder(), dst, none);
+    const std::vector<float> v{1};
+    ASSERT_TRUE(gguf::write_safetensors((dst / "extra.safetensors").string(),
+                                        {{"layers.0.attn.wq_c.weight", gguf::StDtype::F32, {1}, reinterpret_cast<const uint8_t*>(v.data()), 4}}).ok());
+    std::ifstream f(dst / "model.safetensors.index.json");
+    nlohmann::json idx = nlohmann::json::parse(f);
+    idx["weight_map"]["layers.0.attn.wq_c.weight"] = "extra.safetensors";
+    std::ofstream(dst / "model.safetensors.index.json") << idx.dump();
+  }
+  EXPECT_NE(open_error(dst).find("tensor 'layers.0.attn.wq_c.weight': unexpected official tensor name"), std::string::npos)
+      << open_error(dst);
+}
+
+TEST(OfficialCheckpoint, InternalTypesAreNotGgufTypes) {
+  auto r = gguf::tensor_nbytes(uint32_t(GgmlType::F8_E4M3_R128), {128, 2, 1, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("ds4-internal"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(gguf::tensor_nbytes(uint32_t(GgmlType::NVFP4_S2), {64, 1, 1, 1}).ok());
+}
+
+}  // namespace
+}  // namespace ds4
