@@ -157,8 +157,8 @@ bool split_block(const std::string& n, bool* mtp, int* idx, std::string* rest) {
 class ViewBuilder {
  public:
   ViewBuilder(std::shared_ptr<const gguf::SafetensorsCheckpoint> ck, const OfficialConfig& cfg,
-              OfficialCheckpointStats* st)
-      : ck_(std::move(ck)), cfg_(cfg), st_(*st) {}
+              OfficialCheckpointStats* st, bool repack)
+      : ck_(std::move(ck)), cfg_(cfg), st_(*st), repack_(repack) {}
 
   Result<void> build() {
     // Expert tensors grouped by (llama prefix, projection): [expert] -> official base name.
@@ -300,6 +300,11 @@ class ViewBuilder {
       return Error{where(*s) + ": " + std::string(gguf::st_dtype_name(s->dtype)) + " " + shape_str(s->shape) +
                    "; expected F8_E8M0 [" + std::to_string(so) + ", " + std::to_string(si) + "] for weight " + shape_str(t.shape)};
     TensorInfo i = info(llama, GgmlType::F8_E4M3_R128, t.shape);
+    ++st_.fp8_tensors;
+    if (!repack_) {
+      out_.push_back(std::move(i));
+      return ok();
+    }
     auto buf = alloc_bytes(i.nbytes);
     FirstError fe;
     parallel_for((out + 127) / 128, [&](int64_t rb) {
@@ -315,7 +320,6 @@ class ViewBuilder {
     if (fe.msg) return Error{*fe.msg};
     i.data = buf.get();
     st_.repacked_bytes += i.nbytes;
-    ++st_.fp8_tensors;
     keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
     out_.push_back(std::move(i));
     return ok();
@@ -386,6 +390,11 @@ class ViewBuilder {
     const GgmlType ty = nv ? GgmlType::NVFP4_S2 : GgmlType::MXFP4;
     TensorInfo i = info(llama, ty, {cfg_.n_expert, out, in});
     const uint64_t row_bytes = i.nbytes / uint64_t(cfg_.n_expert * out);
+    (nv ? st_.nvfp4_experts : st_.mxfp4_experts) += static_cast<int>(cfg_.n_expert);
+    if (!repack_) {
+      out_.push_back(std::move(i));
+      return ok();
+    }
     auto buf = alloc_bytes(i.nbytes);
     FirstError fe;
     parallel_for(cfg_.n_expert, [&](int64_t e) {
@@ -424,7 +433,6 @@ class ViewBuilder {
     if (fe.msg) return Error{*fe.msg};
     i.data = buf.get();
     st_.repacked_bytes += i.nbytes;
-    (nv ? st_.nvfp4_experts : st_.mxfp4_experts) += static_cast<int>(cfg_.n_expert);
     keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
     out_.push_back(std::move(i));
     return ok();
@@ -438,6 +446,7 @@ class ViewBuilder {
   std::shared_ptr<const gguf::SafetensorsCheckpoint> ck_;
   const OfficialConfig& cfg_;
   OfficialCheckpointStats& st_;
+  bool repack_ = true;
   std::set<std::string> used_;
   std::vector<TensorInfo> out_;
   std::vector<std::shared_ptr<const void>> keep_;
@@ -445,14 +454,14 @@ class ViewBuilder {
 
 }  // namespace
 
-Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats) {
+Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats, bool repack) {
   OfficialCheckpointStats local;
   OfficialCheckpointStats& st = stats ? *stats : local;
   DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(path));
   auto shared = std::make_shared<const gguf::SafetensorsCheckpoint>(std::move(ck));
   DS4_TRY(OfficialConfig cfg, read_official_config(shared->folder()));
   const auto t0 = std::chrono::steady_clock::now();
-  ViewBuilder vb(shared, cfg, &st);
+  ViewBuilder vb(shared, cfg, &st, repack);
   DS4_TRY_VOID(vb.build());
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.quant = std::string(st.fp8_tensors ? "fp8" : "") + (st.mxfp4_experts ? "+fp4(mxfp4)" : "") +
@@ -476,7 +485,7 @@ Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, Offici
 }
 
 Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts) {
-  if (gguf::is_safetensors_path(path)) return open_official_checkpoint(path);
+  if (gguf::is_safetensors_path(path)) return open_official_checkpoint(path, nullptr, opts.map_data);
   std::error_code ec;
   if (fs::is_directory(path, ec))
     return Error{path + ": a folder without model.safetensors.index.json or model.safetensors; expected a GGUF file "

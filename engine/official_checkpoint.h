@@ -56,10 +56,14 @@ struct OfficialCheckpointStats {
 /// scale shape that does not match its encoding; an E8M0 scale 0xFF (NaN) or an NVFP4 scale with
 /// the sign bit or NaN; a tid2eid entry outside 0..n_routed_experts-1; experts of one projection in
 /// mixed formats. The config/shape cross-check is model_config_from_gguf's, done by the caller.
-Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats = nullptr);
+/// With `repack` false only the tensor list, types and shapes are built (data = nullptr, nothing
+/// repacked; what `plan -m` and `bench` need to size a model without the 148 GB pass).
+Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats = nullptr,
+                                                 bool repack = true);
 
 /// Opens any model path the CLI accepts: a GGUF file or split set (gguf::GgufModel::open with
-/// `opts`), or a safetensors checkpoint (open_official_checkpoint; `opts` ignored).
+/// `opts`), or a safetensors checkpoint (open_official_checkpoint; repacks only when
+/// `opts.map_data`).
 Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts = {});
 
 }  // namespace ds4

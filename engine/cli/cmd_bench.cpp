@@ -36,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/dsv4_model.h"
@@ -158,7 +159,7 @@ struct ModelFacts {
 Result<ModelFacts> model_facts(const std::string& path, const ModelConfig& c) {
   gguf::OpenOptions oo;
   oo.map_data = false;
-  DS4_TRY(gguf::GgufModel g, gguf::GgufModel::open(path, oo));
+  DS4_TRY(gguf::GgufModel g, open_model_file(path, oo));
   ModelFacts f;
   std::vector<std::string> expert_types, other_types;
   auto add = [](std::vector<std::string>& v, const std::string& s) {

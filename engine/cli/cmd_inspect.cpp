@@ -11,10 +11,12 @@
 #include <regex>
 #include <vector>
 
+#include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_validate.h"
+#include "gguf/safetensors.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/ggml_type.h"
 
@@ -215,7 +217,10 @@ int dump_tensor(const GgufModel& m) {
 }
 
 int run() {
-  auto opened = GgufModel::open(args.model);
+  // A safetensors checkpoint is listed as the deepseek4 view it binds to (llama.cpp names).
+  OfficialCheckpointStats st;
+  const bool official = gguf::is_safetensors_path(args.model);
+  auto opened = official ? open_official_checkpoint(args.model, &st) : GgufModel::open(args.model);
   if (!opened) {
     fmt::print(stderr, "ds4-offload inspect: error: {}\n", opened.error().message);
     return 1;
@@ -255,8 +260,16 @@ int run() {
       j["tensors"].push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"ne", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                               {"shard", t.shard}, {"offset", t.offset}, {"nbytes", t.nbytes}});
   } else {
-    fmt::print("{}: {} shard(s), GGUF v{}, {} tensors, {} of tensor data\n", m.path(), m.shards().size(),
-               m.shards()[0].version, m.tensors().size(), human_bytes(total));
+    if (official)
+      fmt::print("{}: safetensors checkpoint, {} shard(s), {} tensors read ({}), bound as {} deepseek4 tensors, {} of tensor data\n"
+                 "  repacked once at load: {} FP8 tensors -> F8_E4M3_R128, {} FP4 expert matrices -> MXFP4, {} NVFP4 expert "
+                 "matrices -> NVFP4_S2 ({} written in {:.2f} s); {} used in place; tokenizer.json: {}\n",
+                 m.path(), m.shards().size(), st.tensors, st.quant, m.tensors().size(), human_bytes(total), st.fp8_tensors,
+                 st.mxfp4_experts, st.nvfp4_experts, human_bytes(st.repacked_bytes), st.seconds, human_bytes(st.in_place_bytes),
+                 st.tokenizer_json ? "converted" : "absent");
+    else
+      fmt::print("{}: {} shard(s), GGUF v{}, {} tensors, {} of tensor data\n", m.path(), m.shards().size(),
+                 m.shards()[0].version, m.tensors().size(), human_bytes(total));
     for (const auto& s : m.shards())
       fmt::print("  shard {}: {} tensors, alignment {}, data at {}, {} bytes\n", s.path, s.n_tensors, s.alignment,
                  s.data_offset, s.file_size);

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "gguf/gguf_file.h"
@@ -183,7 +184,7 @@ int run() {
       return fail("-m reads shape and types from the file; do not combine it with --model-config/--quant-mix");
     gguf::OpenOptions oo;
     oo.map_data = false;
-    auto file = gguf::GgufModel::open(args.model, oo);
+    auto file = open_model_file(args.model, oo);
     if (!file) return fail(file.error().message);
     auto pm = plan_model_from_gguf(file.value());
     if (!pm) return fail(pm.error().message);
