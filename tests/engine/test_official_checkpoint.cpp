@@ -20,6 +20,7 @@
 #include "engine/official_checkpoint.h"
 #include "gguf/safetensors.h"
 #include "gguf/safetensors_writer.h"
+#include "checkpoint_doctor.h"
 #include "golden_data.h"
 #include "kernels/cpu/quant_ref.h"
 #include "support/test_env.h"
@@ -174,34 +175,6 @@ TEST(OfficialCheckpoint, FolderMeetsExactGoldens) {
   }
 }
 
-/// Copies the fixture folder into `dst`, letting `edit` change tensors (name -> bytes) and the
-/// config JSON before the shards are rewritten with the writer.
-void doctor(const fs::path& src, const fs::path& dst,
-            const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit,
-            const std::function<void(nlohmann::json&)>& edit_config = {},
-            const std::function<bool(const std::string&)>& drop = {}) {
-  auto ck = gguf::SafetensorsCheckpoint::open(src.string());
-  ASSERT_TRUE(ck.ok()) << ck.error().message;
-  std::vector<std::vector<uint8_t>> store;
-  store.reserve(ck->tensors().size());
-  std::vector<std::vector<gguf::StWriteTensor>> per(ck->shards().size());
-  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
-  for (const auto& t : ck->tensors()) {
-    if (drop && drop(t.name)) continue;
-    store.emplace_back(t.data, t.data + t.nbytes);
-    edit(t.name, store.back());
-    per[size_t(t.shard)].push_back({t.name, t.dtype, t.shape, store.back().data(), store.back().size()});
-    index["weight_map"][t.name] = fs::path(ck->shards()[size_t(t.shard)].path).filename().string();
-  }
-  for (size_t s = 0; s < per.size(); ++s)
-    ASSERT_TRUE(gguf::write_safetensors((dst / fs::path(ck->shards()[s].path).filename()).string(), per[s]).ok());
-  std::ofstream(dst / "model.safetensors.index.json") << index.dump();
-  std::ifstream cf(src / "config.json");
-  nlohmann::json cfg = nlohmann::json::parse(cf);
-  if (edit_config) edit_config(cfg);
-  std::ofstream(dst / "config.json") << cfg.dump();
-}
-
 std::string open_error(const fs::path& p) {
   auto m = Dsv4Model::open(p.string(), ModelOptions{});
   return m.ok() ? std::string("(opened)") : m.error().message;
@@ -246,7 +219,7 @@ TEST(OfficialCheckpoint, DoctoredCheckpointsAreRefused) {
   };
   for (const Case& c : cases) {
     const fs::path dst = test::scratch_dir("official_doctored");
-    doctor(folder(), dst, c.edit, c.cfg, c.drop);
+    test::doctor(folder(), dst, c.edit, c.cfg, c.drop);
     const std::string e = open_error(dst);
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.what << ": " << e;
   }
@@ -255,7 +228,7 @@ TEST(OfficialCheckpoint, DoctoredCheckpointsAreRefused) {
   {
     auto ck = gguf::SafetensorsCheckpoint::open(folder().string());
     ASSERT_TRUE(ck.ok());
-    doctor(folder(), dst, none);
+    test::doctor(folder(), dst, none);
     const std::vector<float> v{1};
     ASSERT_TRUE(gguf::write_safetensors((dst / "extra.safetensors").string(),
                                         {{"layers.0.attn.wq_c.weight", gguf::StDtype::F32, {1}, reinterpret_cast<const uint8_t*>(v.data()), 4}}).ok());
