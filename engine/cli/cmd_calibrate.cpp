@@ -27,6 +27,7 @@
 #include "engine/tokenizer.h"
 #include "placement/routing_counter.h"
 #include "placement/routing_stats.h"
+#include "placement/sglang_expert_location.h"
 
 namespace ds4::cli {
 namespace {
@@ -38,6 +39,7 @@ struct CalibrateArgs {
   int ctx = 0;      // 0 = min(4096, context_length)
   int chunk = 512;  // tokens per eval call
   int max_routes = 4096;  // token routes kept per layer
+  std::string format = "ds4";  // ds4 (routing stats) or sglang (--init-expert-location JSON)
 };
 CalibrateArgs args;
 
@@ -53,6 +55,11 @@ CLI::App* setup(CLI::App& app) {
                  "Token routes (expert sets) kept per layer for the planner's cost model (0 = none: version-1 file)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  s->add_option("--routing-format", args.format,
+                "Output format: ds4 (ds4-routing-stats for `plan --stats`) or sglang (SGLang's --init-expert-location "
+                "JSON: logical_count [layers x experts])")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ds4", "sglang"}));
   s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
@@ -123,8 +130,9 @@ int run() {
   if (!tokens) return fail(cmd, tokens.error().message);
   const auto co = counter.coactivation();
   const std::string name = std::filesystem::path(args.model.model).filename().string();
-  auto w = placement::write_routing_stats(args.out, name, c.n_expert_used, tokens.value(), counter.counts(), co,
-                                           counter.routes());
+  auto w = args.format == "sglang" ? placement::write_sglang_expert_location(args.out, counter.counts())
+                                    : placement::write_routing_stats(args.out, name, c.n_expert_used, tokens.value(),
+                                                                     counter.counts(), co, counter.routes());
   if (!w) return fail(cmd, w.error().message);
   // Summary: tokens, speed, per-layer share of the hottest expert and distinct pairs.
   std::fprintf(stderr, "calibrate: %zu prompts, %lld windows, %lld tokens in %.2f s (%.1f tok/s)\n", prompts.size(),

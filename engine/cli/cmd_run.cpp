@@ -21,6 +21,7 @@
 #include "placement/plan_file.h"
 #include "placement/routing_counter.h"
 #include "placement/routing_stats.h"
+#include "placement/sglang_expert_location.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,7 @@ struct RunArgs {
   bool show_special = false;
   std::string plan_report;
   std::string routing_out;
+  std::string routing_format = "ds4";  // ds4 or sglang
 };
 RunArgs args;
 
@@ -70,6 +72,10 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--routing-out", args.routing_out,
                 "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
                 "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)");
+  s->add_option("--routing-format", args.routing_format,
+                "--routing-out format: ds4, or sglang (SGLang's --init-expert-location JSON, logical_count)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ds4", "sglang"}));
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
   return s;
 }
@@ -281,8 +287,10 @@ int run() {
         if (auto a = counter.add(l, r); !a) return fail(cmd, "--routing-out: layer " + std::to_string(l) + ": " + a.error().message);
     auto tokens = counter.tokens();
     if (!tokens || *tokens == 0) return fail(cmd, "--routing-out: no decode token was routed (use -n 2 or more)");
-    auto w = placement::write_routing_stats(args.routing_out, "decode of " + args.model.model, c.n_expert_used,
-                                            *tokens, counter.counts(), counter.coactivation(), counter.routes());
+    auto w = args.routing_format == "sglang"
+                 ? placement::write_sglang_expert_location(args.routing_out, counter.counts())
+                 : placement::write_routing_stats(args.routing_out, "decode of " + args.model.model, c.n_expert_used,
+                                                  *tokens, counter.counts(), counter.coactivation(), counter.routes());
     if (!w) return fail(cmd, w.error().message);
   }
   if (plan) {
