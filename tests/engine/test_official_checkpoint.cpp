@@ -241,6 +241,41 @@ TEST(OfficialCheckpoint, DoctoredCheckpointsAreRefused) {
       << open_error(dst);
 }
 
+// tokenizer.json (HF tokenizers BPE) beside the shards becomes the tokenizer: written here from
+// the fixture GGUF's own vocabulary and merges, the folder must tokenize text as the GGUF does.
+TEST(OfficialCheckpoint, TokenizerJsonGivesTheGgufTokenizer) {
+  auto g = gguf::GgufModel::open(test::tiny_gguf().string());
+  ASSERT_TRUE(g.ok());
+  auto tokens = g->metadata().get_string_array("tokenizer.ggml.tokens");
+  auto merges = g->metadata().get_string_array("tokenizer.ggml.merges");
+  auto types = g->metadata().get_int_array("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens.ok() && merges.ok() && types.ok());
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    if ((*types)[i] == 3) added.push_back({{"id", i}, {"content", (*tokens)[i]}, {"special", true}});
+    else vocab[(*tokens)[i]] = i;
+  }
+  nlohmann::json tj = {{"version", "1.0"}, {"added_tokens", added},
+                       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", *merges}}}};
+  const fs::path dst = test::scratch_dir("official_tokenizer");
+  test::doctor(folder(), dst, [](const std::string&, std::vector<uint8_t>&) {});
+  std::ofstream(dst / "tokenizer.json") << tj.dump();
+  auto a = Dsv4Model::open(test::tiny_gguf().string(), ModelOptions{});
+  auto b = Dsv4Model::open(dst.string(), ModelOptions{});
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  ASSERT_TRUE((*a)->tokenizer() && (*b)->tokenizer());
+  for (const char* text : {"hello world", "the quick brown fox jumps over the lazy dog 123", "a\nb  c\u00e9"}) {
+    const auto x = (*a)->tokenizer()->encode(text, true), y = (*b)->tokenizer()->encode(text, true);
+    EXPECT_EQ(x, y) << text;
+    EXPECT_GT(x.size(), 1u);
+  }
+  EXPECT_EQ((*b)->tokenizer()->vocab_size(), 512);
+  // Without tokenizer.json the folder has no tokenizer (token-id commands still work).
+  auto c = Dsv4Model::open(folder().string(), ModelOptions{});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->tokenizer(), nullptr);
+}
+
 TEST(OfficialCheckpoint, InternalTypesAreNotGgufTypes) {
   auto r = gguf::tensor_nbytes(uint32_t(GgmlType::F8_E4M3_R128), {128, 2, 1, 1});
   ASSERT_FALSE(r.ok());
