@@ -5,6 +5,11 @@
 // `exact` numerics (what the golden `exact` mode computes): the FP8/FP4 quant-dequant simulation
 // of REF's QAT path is not applied, and the indexer's Hadamard rotation of q and k is skipped: it
 // is orthonormal and applied to both sides, so q.k is unchanged (up to rounding).
+// `qat` numerics (Activations::Fp8, forward.h qat()): REF's QDQ as in its model.py: the non-RoPE
+// KV dims FP8 in 64-blocks (attention kv after norm + RoPE; main compressor blocks), the indexer q
+// (per head, after RoPE) and its compressor blocks Hadamard-rotated then FP4 QDQ in 32-blocks;
+// the matmul inputs of FP8/FP4 weights are QDQ'd by the device (dev::ActFormat::FP8_QDQ) except
+// wo_a, which REF applies as a BF16 einsum (convert.py dequantizes it).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -14,12 +19,13 @@
 #include "engine/indexer_score.h"
 #include "engine/sparse_attention.h"
 #include "engine/topk.h"
+#include "kernels/quant/act_qdq.h"
 
 namespace ds4 {
 
 void Forward::compress(int l, const float* x, int64_t n, int64_t pos0, const dev::WeightMatrix& wkv,
                        const dev::WeightMatrix& wgate, const float* ape, const float* norm,
-                       CompressorState& cs, std::vector<float>& cache) const {
+                       CompressorState& cs, std::vector<float>& cache, bool indexer_keys) const {
   const int64_t w = cs.width(), d = cs.dim();
   std::vector<float> a(static_cast<size_t>(n * w)), g(static_cast<size_t>(n * w));
   dev_.matmul2(wkv, a.data(), wgate, g.data(), x, n, act_);
@@ -31,6 +37,12 @@ void Forward::compress(int l, const float* x, int64_t n, int64_t pos0, const dev
     const int64_t b = pos / cs.ratio();
     dev_.rmsnorm(block.data(), norm, 1, d, c_.norm_eps, block.data());
     rope.apply(block.data(), d, b * cs.ratio(), false);  // RoPE at the block start position
+    if (qat() && indexer_keys) {
+      quant::hadamard_normalized(block.data(), d);
+      quant::qdq_fp4_e2m1(block.data(), d, 32);
+    } else if (qat()) {
+      quant::qdq_fp8_e4m3(block.data(), d - c_.rope_dim, 64);
+    }
     DS4_CHECK(static_cast<int64_t>(cache.size()) == b * d);
     cache.insert(cache.end(), block.begin(), block.end());
   }
@@ -47,7 +59,7 @@ Result<void> Forward::indexer(int l, const float* x, const float* qr, int64_t n,
   dev_.matmul(row_slice(L.idx_q_b, shard_.idx_head0 * D, shard_.idx_head1 * D), qr, n, q.data(), act_);
   dev_.matmul(row_slice(L.idx_proj, shard_.idx_head0, shard_.idx_head1), x, n, wts.data(), act_);
   // Keys first: the block completed by token t is visible to t (compressor runs before scoring).
-  compress(l, x, n, pos0, L.idx_cmp_kv, L.idx_cmp_gate, L.idx_cmp_ape, L.idx_cmp_norm, ls.icmp, ls.ikv);
+  compress(l, x, n, pos0, L.idx_cmp_kv, L.idx_cmp_gate, L.idx_cmp_ape, L.idx_cmp_norm, ls.icmp, ls.ikv, true);
   // REF: weights_proj(x) * (head_dim^-0.5 * n_heads^-0.5).
   const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))) *
                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
@@ -56,6 +68,11 @@ Result<void> Forward::indexer(int l, const float* x, const float* qr, int64_t n,
   dev_.parallel_for(n, [&](int64_t t) {
     float* qt = q.data() + t * Hr * D;
     for (int64_t h = 0; h < Hr; ++h) L.rope.apply(qt + h * D, D, pos0 + t, false);
+    if (qat())
+      for (int64_t h = 0; h < Hr; ++h) {
+        quant::hadamard_normalized(qt + h * D, D);
+        quant::qdq_fp4_e2m1(qt + h * D, D, 32);
+      }
     for (int64_t h = 0; h < Hr; ++h) wt[t * Hr + h] = wts[t * Hr + h] * wscale;
   });
   // Canonical scores (tensor_parallel.h, definition 2): Q_k = the score of a block over the heads
@@ -134,6 +151,7 @@ Result<void> Forward::attention(int l, const float* x, int64_t n, SequenceState&
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < Hr; ++h) L.rope.apply(q.data() + (t * Hr + h) * D, D, pos0 + t, false);
     L.rope.apply(kv.data() + t * D, D, pos0 + t, false);
+    if (qat()) quant::qdq_fp8_e4m3(kv.data() + t * D, D - c_.rope_dim, 64);
   }
 
   // Compressed entries and indexer selections (compressor before attention: a block completed
@@ -184,7 +202,8 @@ Result<void> Forward::attention(int l, const float* x, int64_t n, SequenceState&
     for (int64_t j = 0; j < gps; ++j) {
       const int64_t g = g0 + k * gps + j, gl = g - g0;  // global and rank-local group
       for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * Hr * D + gl * gin, gin, og.data() + t * gin);
-      dev_.matmul(row_slice(L.out_a, g * R, (g + 1) * R), og.data(), n, zg.data(), act_);
+      dev_.matmul(row_slice(L.out_a, g * R, (g + 1) * R), og.data(), n, zg.data(),
+                  qat() ? dev::ActFormat::F32 : act_);  // REF: BF16 einsum for wo_a
       for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * R, R, zs.data() + t * gps * R + j * R);
     }
     const int64_t c0 = (g0 + k * gps) * R;

@@ -43,7 +43,9 @@ class Dsv4Model final : public Model {
   comm::Comm* comm(int rank) const { return comms_.empty() ? nullptr : comms_.at(rank).get(); }
   const ModelWeights& weights() const { return weights_; }
   dev::ActFormat act_format() const {
-    return opts_.activations == Activations::Q8 ? dev::ActFormat::Q8_1 : dev::ActFormat::F32;
+    return opts_.activations == Activations::Q8    ? dev::ActFormat::Q8_1
+           : opts_.activations == Activations::Fp8 ? dev::ActFormat::FP8_QDQ
+                                                   : dev::ActFormat::F32;
   }
 
  private:

@@ -69,9 +69,12 @@ class Forward {
   Result<void> indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0, LayerState& ls,
                std::vector<std::vector<int32_t>>* sel) const;
   /// Runs a compressor over the chunk and appends emitted blocks (normed, rotated) to `cache`.
+  /// `indexer_keys`: the indexer's compressor (QAT: Hadamard + FP4 QDQ instead of FP8 QDQ).
   void compress(int l, const float* x, int64_t n, int64_t pos0, const dev::WeightMatrix& wkv,
                 const dev::WeightMatrix& wgate, const float* ape, const float* norm,
-                CompressorState& cs, std::vector<float>& cache) const;
+                CompressorState& cs, std::vector<float>& cache, bool indexer_keys = false) const;
+  /// QAT simulation (ActFormat::FP8_QDQ) on: REF's activation QDQ of KV and indexer q/k.
+  bool qat() const { return act_ == dev::ActFormat::FP8_QDQ; }
 
   const ModelConfig& c_;
   const ModelWeights& w_;

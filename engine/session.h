@@ -21,7 +21,11 @@ struct ModelWeights;    // engine internals
 /// ("W4A16-style"); Q8 = activations quantized to Q8_1 for the integer dot products ("W4A8") of
 /// every quantized weight (routed and shared experts, attention, compressor, indexer, head) except
 /// the router gate; F32/F16/BF16 weights keep FP32 activations (engine/forward.h has the list).
-enum class Activations { F32, Q8 };
+/// Fp8 = DeepSeek's reference QAT simulation (the fixture's `qat` mode): FP8 E4M3 1x128 QDQ of the
+/// inputs of FP8/FP4 weights (dev::ActFormat::FP8_QDQ: the official checkpoint's types, so it acts
+/// on safetensors folders; a GGUF's F32/Q8_0 weights take FP32 activations), FP8 QDQ in 64-blocks
+/// of the non-RoPE KV dims (attention and compressor), Hadamard + FP4 QDQ of the indexer q and k.
+enum class Activations { F32, Q8, Fp8 };
 
 /// Largest accepted ModelOptions::threads (each is an OS thread).
 inline constexpr int kMaxThreads = 1024;

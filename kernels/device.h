@@ -35,7 +35,14 @@ struct WeightMatrix {
 /// Q8_1: activations are quantized to Q8_1 blocks (kernels/cpu/quant_ref.h quantize_row_q8_1) and
 /// dotted with the weight's blocks by vec_dot_q8_1 (integer sub-block sums). Weight types without
 /// a Q8_1 dot (F32, F16, BF16) fall back to the F32 path; see `uses_q8_1`.
-enum class ActFormat { F32, Q8_1 };
+/// FP8_QDQ: DeepSeek's QAT simulation (`--activations fp8`): for weights stored as FP8/FP4 in the
+/// official checkpoint (F8_E4M3_R128, MXFP4, NVFP4_S2) the activations are first FP8 E4M3
+/// quantize-dequantized in 1x128 blocks (kernels/quant/act_qdq.h qdq_fp8_e4m3, REF linear() ->
+/// act_quant), then the F32 path; other weights take the F32 path unchanged.
+enum class ActFormat { F32, Q8_1, FP8_QDQ };
+
+/// True for the weight types whose activations FP8_QDQ quantizes (FP8/FP4 checkpoint encodings).
+bool is_fp8_fp4_weight(GgmlType type);
 
 /// Device memory. On the CPU backend `data()` is a host pointer.
 class Buffer {

@@ -17,6 +17,7 @@
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/cpu/row_pool.h"
 #include "kernels/device.h"
+#include "kernels/quant/act_qdq.h"
 
 namespace ds4::dev {
 
@@ -74,6 +75,10 @@ const bool kHaveAvx = __builtin_cpu_supports("avx");
 
 float dot_f32(const float* a, const float* b, int64_t n) {
   return kHaveAvx ? dot_f32_avx(a, b, n) : dot_f32_scalar(a, b, n);
+}
+
+bool is_fp8_fp4_weight(GgmlType type) {
+  return type == GgmlType::F8_E4M3_R128 || type == GgmlType::MXFP4 || type == GgmlType::NVFP4_S2;
 }
 
 bool uses_q8_1(GgmlType type) {
@@ -177,6 +182,18 @@ class CpuDevice final : public Device {
       if (q8[k]) rows_dot[k] = cpu::simd_rows_dot(ws[k]->type);
       any_q8 = any_q8 || q8[k];
     }
+    // FP8_QDQ: one quantize-dequantized copy of the activations for the FP8/FP4 weights.
+    std::vector<float> xqdq;
+    const float* xw[2] = {x, x};
+    for (int k = 0; k < nw && act == ActFormat::FP8_QDQ; ++k) {
+      if (!is_fp8_fp4_weight(ws[k]->type)) continue;
+      if (xqdq.empty()) {
+        DS4_CHECK(in % 128 == 0);
+        xqdq.assign(x, x + n * in);
+        for (int64_t t = 0; t < n; ++t) quant::qdq_fp8_e4m3(xqdq.data() + t * in, in, 128);
+      }
+      xw[k] = xqdq.data();
+    }
     const int64_t q8_row_bytes = in / 32 * 36;
     std::vector<uint8_t> xq;  // per call: concurrent sessions may share the device
     if (any_q8) {
@@ -195,6 +212,7 @@ class CpuDevice final : public Device {
       while (task >= tasks_per_w[k]) task -= tasks_per_w[k++];
       const WeightMatrix& w = *ws[k];
       float* y = ys[k];
+      const float* x = xw[k];
       const int64_t r0 = task * kRowsPerTask, r1 = std::min(w.out, r0 + kRowsPerTask);
       thread_local std::vector<float> row;
       if (q8[k] && rows_dot[k] != nullptr) {

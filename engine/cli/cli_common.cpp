@@ -58,10 +58,13 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
 Result<Activations> parse_activations(const std::string& s) {
   if (s == "f32") return Activations::F32;
   if (s == "q8") return Activations::Q8;
-  return Error{"--activations: expected f32 or q8, found \"" + s + "\""};
+  if (s == "fp8") return Activations::Fp8;
+  return Error{"--activations: expected f32, q8 or fp8, found \"" + s + "\""};
 }
 
-const char* activations_name(Activations a) { return a == Activations::Q8 ? "q8" : "f32"; }
+const char* activations_name(Activations a) {
+  return a == Activations::Q8 ? "q8" : a == Activations::Fp8 ? "fp8" : "f32";
+}
 
 Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command) {
   DS4_TRY(Activations acts, parse_activations(a.activations));

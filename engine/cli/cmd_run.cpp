@@ -62,7 +62,8 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--repeat-last-n", args.sampling.repeat_last_n, "Tokens the penalty looks back (-1 = all)")
       ->capture_default_str();
   s->add_option("--activations", args.model.activations,
-                "Matrix-product activations: f32 (exactly decoded weights, FP32 math) or q8 (Q8_1 integer dots)")
+                "Matrix-product activations: f32 (exactly decoded weights, FP32 math), q8 (Q8_1 integer dots) or fp8 "
+                "(DeepSeek's QAT simulation: FP8/FP4 activation QDQ, on safetensors folders)")
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);

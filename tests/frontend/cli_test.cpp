@@ -127,7 +127,7 @@ TEST_F(Cli, ScoreRejectsBadInputs) {
   check("score " + m + "--token-ids '" + (dir_ / "missing.txt").string() + "'" + out, "file not found");
   check("score -m '" + (dir_ / "nope.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out,
         "file not found");
-  check("score " + m + "--token-ids '" + (dir_ / "ok.txt").string() + "'" + out + " --activations q4", "expected f32 or q8");
+  check("score " + m + "--token-ids '" + (dir_ / "ok.txt").string() + "'" + out + " --activations q4", "expected f32, q8 or fp8");
   write(dir_ / "notgguf.gguf", "this is not a gguf file at all, just text");
   auto r = sh("score -m '" + (dir_ / "notgguf.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out);
   EXPECT_EQ(r.code, 1) << r.text;
