@@ -90,7 +90,7 @@ int run() {
   auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
   if (!dm) return fail(cmd, "the loaded model does not expose router traces (not a Dsv4Model)");
   const Tokenizer* tok = m->tokenizer();
-  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer.ggml.* metadata");
+  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder)");
   const ModelConfig& c = m->config();
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
   if (ctx > c.n_ctx)

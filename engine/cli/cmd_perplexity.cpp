@@ -44,7 +44,7 @@ int run() {
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
   const Tokenizer* tok = m->tokenizer();
-  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer.ggml.* metadata");
+  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder)");
   const int64_t vocab = m->config().vocab, n_ctx = m->config().n_ctx;
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(512, n_ctx);
   if (ctx > n_ctx)

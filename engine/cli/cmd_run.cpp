@@ -167,7 +167,7 @@ int run() {
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
   const Tokenizer* tok = m->tokenizer();
-  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer.ggml.* metadata; use `score` with token ids");
+  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder); use `score` with token ids");
   const int64_t vocab = m->config().vocab;
   if (tok->vocab_size() != vocab)
     return fail(cmd, args.model.model + ": tokenizer has " + std::to_string(tok->vocab_size()) +
