@@ -409,25 +409,13 @@ class ViewBuilder {
           cpu::repack_ds_fp4_to_mxfp4(wr, sr, dst, in);
           continue;
         }
-        // ModelOpt NVFP4 -> ggml NVFP4 block order (byte j of sub-block s: element j low, j+8
-        // high) with the tensor scale in front; the E4M3 scale bytes are copied unchanged.
+        // ModelOpt NVFP4 -> NVFP4_S2 (ggml NVFP4 nibble order, E4M3 bytes copied, tensor scale in front).
         const uint8_t* sr = x.s->data + r * (in / 16);
-        for (int64_t g = 0; g < in / 64; ++g) {
-          quant::BlockNVFP4S2 blk;
-          std::memcpy(blk.s2, x.s2->data, 4);
-          for (int s = 0; s < 4; ++s) {
-            const uint8_t d = sr[4 * g + s];
-            if (d & 0x80 || (d & 0x7F) == 0x7F)
-              fe.set(where(*x.s) + ": row " + std::to_string(r) + " block " + std::to_string(4 * g + s) + " scale 0x" +
-                     fmt_hex(d) + " (negative or NaN); expected a non-negative E4M3 scale");
-            blk.b.d[s] = d;
-            for (int j = 0; j < 8; ++j) {
-              const int64_t k = 64 * g + 16 * s + j;
-              blk.b.qs[8 * s + j] = uint8_t(quant::ds_fp4_code(wr, k) | (quant::ds_fp4_code(wr, k + 8) << 4));
-            }
-          }
-          std::memcpy(dst + g * 40, &blk, 40);
-        }
+        float s2;
+        std::memcpy(&s2, x.s2->data, 4);
+        if (const int64_t bad = cpu::repack_modelopt_nvfp4_row(wr, sr, s2, dst, in); bad >= 0)
+          fe.set(where(*x.s) + ": row " + std::to_string(r) + " block " + std::to_string(bad) + " scale 0x" +
+                 fmt_hex(sr[bad]) + " (negative or NaN); expected a non-negative E4M3 scale");
       }
     });
     if (fe.msg) return Error{*fe.msg};

@@ -87,4 +87,12 @@ void dequantize_row_ds_fp4(const uint8_t* w_row, const uint8_t* scale_row, float
 /// the same floats as dequantize_row_ds_fp4.
 void repack_ds_fp4_to_mxfp4(const uint8_t* w_row, const uint8_t* scale_row, void* dst, int64_t n);
 
+/// Repack of one NVIDIA ModelOpt NVFP4 row (`weight` U8 [out, in/2]: element 2k in the low nibble;
+/// `weight_scale` F8_E4M3 [out, in/16]; the tensor's F32 `weight_scale_2` = `s2`) into n/64
+/// ds4-internal NVFP4_S2 blocks (kernels/quant/blocks.h): E4M3 bytes copied, nibbles re-paired to
+/// ggml NVFP4 order (byte j of sub-block s: element 16s+j low, 16s+j+8 high). Returns the index of
+/// the first scale byte with the sign bit set or NaN (0x7F/0xFF), which no ggml NVFP4 decoder
+/// reads as the checkpoint means, or -1 when every scale is valid (the row is written either way).
+int64_t repack_modelopt_nvfp4_row(const uint8_t* w_row, const uint8_t* scale_row, float s2, void* dst, int64_t n);
+
 }  // namespace ds4::cpu

@@ -155,6 +155,28 @@ void dequantize_row_ds_fp4(const uint8_t* w_row, const uint8_t* scale_row, float
   for (int64_t k = 0; k < n; ++k) dst[k] = ds_fp4_value(ds_fp4_code(w_row, k), scale_row[k / 32]);
 }
 
+int64_t repack_modelopt_nvfp4_row(const uint8_t* w_row, const uint8_t* scale_row, float s2, void* dst, int64_t n) {
+  DS4_CHECK(n >= 0 && n % 64 == 0);
+  int64_t bad = -1;
+  uint8_t s2b[4];
+  std::memcpy(s2b, &s2, 4);
+  for (int64_t g = 0; g < n / 64; ++g) {
+    BlockNVFP4S2 b;
+    std::memcpy(b.s2, s2b, 4);
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t d = scale_row[4 * g + s];
+      if (bad < 0 && ((d & 0x80) || (d & 0x7F) == 0x7F)) bad = 4 * g + s;
+      b.b.d[s] = d;
+      for (int j = 0; j < 8; ++j) {
+        const int64_t k = 64 * g + 16 * s + j;
+        b.b.qs[8 * s + j] = uint8_t(ds_fp4_code(w_row, k) | (ds_fp4_code(w_row, k + 8) << 4));
+      }
+    }
+    store(dst, g, b);
+  }
+  return bad;
+}
+
 void repack_ds_fp4_to_mxfp4(const uint8_t* w_row, const uint8_t* scale_row, void* dst, int64_t n) {
   DS4_CHECK(n >= 0 && n % 32 == 0);
   for (int64_t i = 0; i < n / 32; ++i) {
