@@ -23,8 +23,10 @@
 // - `tid2eid` I64 [vocab, k]: range-checked into I32 {k, vocab}.
 // - `mtp.M.*` (draft blocks): bound under `blk.{n_layer+M}.nextn.*` (loaded, kept, not used).
 // Load cost for the 160 GB checkpoint: one pass over every FP8/FP4 byte (about 148 GB read from
-// the files, the same amount written into anonymous memory; the repack itself runs at memory
-// speed on all cores). The repacked bytes live in memory: `--experts-tier nvme` needs a GGUF.
+// the files, the same amount written into anonymous memory). Measured repack rates per core
+// (bench/bench_checkpoint_repack.cpp, bench/README.md): FP4 -> MXFP4 1.3 GB/s, NVFP4 -> NVFP4_S2
+// 1.3 GB/s, FP8 13 GB/s: about 112 core-seconds, run on all cores (parallel over experts), so the
+// disk read dominates. The repacked bytes live in memory: `--experts-tier nvme` needs a GGUF.
 #pragma once
 
 #include <cstdint>

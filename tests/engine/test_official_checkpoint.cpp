@@ -150,6 +150,33 @@ TEST(OfficialCheckpoint, FolderLogitsBitIdenticalToGguf) {
   }
 }
 
+// The repacked view goes through tensor parallelism and the staging tiers like a GGUF: --tp 2 and
+// the host tier give the same bits; the NVMe tier (which reads the file) is refused with a reason.
+TEST(OfficialCheckpoint, FolderUnderTensorParallelAndStagingTiers) {
+  const auto p = test::load_goldens().at(1);
+  const auto base = prefill_logits(folder().string(), Activations::F32, p.ids);
+  auto run = [&](ModelOptions o) {
+    std::vector<float> all;
+    auto m = Dsv4Model::open(folder().string(), o);
+    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+    if (!m.ok()) return all;
+    Dsv4Session s(*m);
+    EXPECT_TRUE(s.eval(p.ids, &all, nullptr).ok());
+    return all;
+  };
+  ModelOptions tp2;
+  tp2.tp = 2;
+  EXPECT_TRUE(same_bits(run(tp2), base)) << "--tp 2";
+  ModelOptions host;
+  host.experts_tier = "host";
+  EXPECT_TRUE(same_bits(run(host), base)) << "--experts-tier host";
+  ModelOptions nvme;
+  nvme.experts_tier = "nvme";
+  auto m = Dsv4Model::open(folder().string(), nvme);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("repacked in memory at load"), std::string::npos) << m.error().message;
+}
+
 TEST(OfficialCheckpoint, FolderMeetsExactGoldens) {
   ModelOptions o;
   o.threads = 2;
