@@ -1,6 +1,7 @@
 // placement/hw_profile.cpp — hardware profile JSON parsing and validation.
 #include "placement/hw_profile.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <climits>
@@ -258,11 +259,8 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
 Result<HwProfile> load_hw_profile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a hardware profile file, found a directory"};
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open hardware profile"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hw_profile(ss.str(), path);
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "hardware profile"));
+  return parse_hw_profile(text, path);
 }
 
 std::string hw_profile_to_json(const HwProfile& p) {

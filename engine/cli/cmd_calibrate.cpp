@@ -44,7 +44,7 @@ CalibrateArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = false});
   s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
@@ -53,15 +53,13 @@ CLI::App* setup(CLI::App& app) {
                  "Token routes (expert sets) kept per layer for the planner's cost model (0 = none: version-1 file)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }
 
 int run() {
   const char* cmd = "calibrate";
   if (args.ctx < 0) return fail(cmd, "--ctx: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
-  auto text = read_text_file(args.prompts, "--prompts");
+  auto text = read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   std::vector<std::string> prompts;
   {
