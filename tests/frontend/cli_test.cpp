@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,65 @@ TEST_F(Cli, LlamaCppHabits) {
   auto missing = sh("score --token-ids x");
   EXPECT_EQ(missing.code, 1) << missing.text;
   EXPECT_TRUE(has(missing, "ds4-offload score: error: ")) << missing.text;
+}
+
+// No input hangs or grows memory without bound: devices, FIFOs and oversized files are refused by
+// name with the limit, a split set of 99,999 shards gets a capped list, JSON numbers that
+// overflow name the file and the key. Each command runs under `timeout 10`: a hang fails the test.
+TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  auto t = [](const std::string& args) {
+    return test::run_cli("timeout", "10 '" + std::string(DS4_OFFLOAD_EXE) + "' " + args, /*merge_stderr=*/true);
+  };
+  auto expect = [&](const std::string& args, const std::string& needle) {
+    auto r = t(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.text;  // 124 = timed out (a hang)
+    EXPECT_NE(r.text.find(needle), std::string::npos) << args << "\nexpected '" << needle << "' in:\n" << r.text;
+    EXPECT_LT(r.text.size(), 4000u) << args;
+  };
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(std::system(("mkfifo '" + fifo.string() + "'").c_str()), 0);
+  const std::string q = "'" + fifo.string() + "'";
+  expect("run -m " + f + " -f /dev/zero", "-f/--file '/dev/zero': expected a regular file, found a character device");
+  expect("run -m " + f + " -f " + q, "expected a regular file, found a FIFO (named pipe)");
+  expect("run -m " + q + " -p x", "expected a regular file, found a FIFO (named pipe)");
+  expect("inspect " + q, "expected a regular GGUF file, found a FIFO (named pipe)");
+  expect("inspect /dev/zero", "expected a regular GGUF file, found a character device");
+  expect("score -m " + f + " --token-ids /dev/zero --logits-out '" + (dir_ / "o.f32").string() + "'",
+         "found a character device");
+  expect("perplexity -m " + f + " -f " + q, "found a FIFO");
+  expect("plan -m " + f + " --hw /dev/zero --dry-run", "hardware profile '/dev/zero': expected a regular file");
+  expect("plan -m " + f + " --stats " + q + " --dry-run", "routing statistics '" + fifo.string() + "': expected a regular file");
+  expect("run -m " + f + " -p x --plan " + q, "expected a regular file, found a FIFO");
+  expect("calibrate -m " + f + " --prompts /dev/zero -o '" + (dir_ / "s.json").string() + "'", "found a character device");
+  // Size limits, from the file size (a sparse file: no disk used) and from an endless stdin.
+  const fs::path big = dir_ / "big.txt";
+  { std::ofstream(big) << "1"; }
+  fs::resize_file(big, uint64_t(300) << 20);
+  expect("score -m " + f + " --token-ids '" + big.string() + "' --logits-out '" + (dir_ / "o.f32").string() + "'",
+         "file is 314572800 bytes, more than the limit of 64 MiB");
+  expect("perplexity -m " + f + " -f '" + big.string() + "'", "more than the limit of 256 MiB");
+  expect("plan -m " + f + " --hw '" + big.string() + "' --dry-run", "more than the limit of 256 MiB");
+  expect("run -m " + f + " -f - < /dev/zero", "more than the limit of 64 MiB (the input does not end)");
+  // An incomplete split set of 99,999 shards: the missing list is capped.
+  const fs::path shard = dir_ / "m-00001-of-99999.gguf";
+  fs::copy_file(fixture_gguf(), shard);
+  expect("inspect '" + shard.string() + "'", "split set of 99999 shards is incomplete: 99998 missing: ");
+  expect("inspect '" + shard.string() + "'", ", ... and 99990 more");
+  // JSON numbers: overflow and absurd magnitudes name the file and the key.
+  std::ifstream hin(test::source_dir() / "configs" / "hw" / "1x2080ti-22g-pcie3.json");
+  std::stringstream hs;
+  hs << hin.rdbuf();
+  const std::string hw = hs.str();
+  const size_t at = hw.find("\"memory_gib\": 512");
+  ASSERT_NE(at, std::string::npos);
+  for (const auto& [value, needle] : {std::pair<std::string, std::string>{"1e999", "number 1e999 at line 5, column 29 (key \"memory_gib\") is out of range"},
+                                      {"1e30", "numa_nodes[0]: memory_gib: expected at most 1048576 GiB (1 PiB), found 1e+30"}}) {
+    std::string h = hw;
+    h.replace(at, std::string("\"memory_gib\": 512").size(), "\"memory_gib\": " + value);
+    write(dir_ / "hw.json", h);
+    expect("plan -m " + f + " --hw '" + (dir_ / "hw.json").string() + "' --dry-run", (dir_ / "hw.json").string() + ": " + needle);
+  }
 }
 
 // Outputs that hit a write error exit non-zero and leave no partial file.
