@@ -195,6 +195,16 @@ CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& hel
   return o;
 }
 
+void add_sampling_options(CLI::App* s, SamplerParams& p, bool* random_seed) {
+  add_seed_option(s, p.seed, "Sampling seed (0 .. 2^64-1; -1 = random, printed)", random_seed);
+  s->add_option("--temp", p.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  s->add_option("--top-k", p.top_k, "Top-k (0 = off)")->capture_default_str();
+  s->add_option("--top-p", p.top_p, "Top-p (1 = off)")->capture_default_str();
+  s->add_option("--min-p", p.min_p, "Min-p relative to the best token (0 = off)")->capture_default_str();
+  s->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  s->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back (-1 = all)")->capture_default_str();
+}
+
 void resolve_seed(uint64_t& seed, bool random, const char* command) {
   if (!random) return;
   std::random_device rd;

@@ -14,6 +14,7 @@
 
 #include "ds4/file_io.h"
 #include "ds4/result.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
 
@@ -81,6 +82,10 @@ Result<void> check_output_writable(const std::string& path, const char* option);
 /// saturate large values silently). With `allow_random`, "-1" (llama.cpp's "random seed") is
 /// accepted and sets `*random` (resolve_seed then draws and prints one).
 CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help, bool* random = nullptr);
+
+/// Adds the sampling options shared by `run` and `chat` (--temp, --top-k, --top-p, --min-p,
+/// --repeat-penalty, --repeat-last-n, --seed with -1 = random) bound to `p` and `*random_seed`.
+void add_sampling_options(CLI::App* s, SamplerParams& p, bool* random_seed);
 
 /// With `random` set, draws a seed from std::random_device into `seed`; prints
 /// "<command>: seed: N (random)" so the run can be repeated with --seed N.

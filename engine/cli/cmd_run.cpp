@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ struct RunArgs {
   std::string plan_report;
   std::string routing_out;
   bool random_seed = false;       // --seed -1
+  bool ignore_eos = false;        // --ignore-eos
   CLI::Option* prompt_opt = nullptr;
 };
 RunArgs args;
@@ -67,20 +69,14 @@ CLI::App* setup(CLI::App& app) {
       ->capture_default_str();
   s->add_flag("--chat", args.chat, "Wrap the prompt as one user turn of the DeepSeek-V4 chat format");
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
-  add_seed_option(s, args.sampling.seed, "Sampling seed (0 .. 2^64-1; -1 = random, printed)", &args.random_seed);
-  s->add_option("--temp", args.sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  s->add_option("--top-k", args.sampling.top_k, "Top-k (0 = off)")->capture_default_str();
-  s->add_option("--top-p", args.sampling.top_p, "Top-p (1 = off)")->capture_default_str();
-  s->add_option("--min-p", args.sampling.min_p, "Min-p relative to the best token (0 = off)")->capture_default_str();
-  s->add_option("--repeat-penalty", args.sampling.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  s->add_option("--repeat-last-n", args.sampling.repeat_last_n, "Tokens the penalty looks back (-1 = all)")
-      ->capture_default_str();
+  add_sampling_options(s, args.sampling, &args.random_seed);
   s->add_option("--plan-report", args.plan_report,
                 "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
   s->add_option("--routing-out", args.routing_out,
                 "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
                 "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)");
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
+  s->add_flag("--ignore-eos", args.ignore_eos, "Never stop at end-of-sequence (only -n, the context or Ctrl-C)");
   return s;
 }
 
@@ -238,6 +234,10 @@ int run() {
     ds->set_trace(&trace);
   }
   std::vector<float> logits;
+  // Ctrl-C from here on stops generation (a prefill in progress completes first) and the summary
+  // is still printed.
+  g_interrupted = 0;
+  std::signal(SIGINT, on_sigint);
   auto t0 = std::chrono::steady_clock::now();
   if (auto r = s.eval(prompt, nullptr, &logits); !r) return fail(cmd, r.error().message);
   const double prefill_s = seconds_since(t0);
@@ -245,8 +245,6 @@ int run() {
     return fail(cmd, "internal: eval returned " + std::to_string(logits.size()) + " logits, expected " + std::to_string(vocab));
   if (auto fin = check_finite_logits(logits, vocab, int64_t(prompt.size()) - 1, args.model.model); !fin)
     return fail(cmd, fin.error().message);
-  g_interrupted = 0;
-  std::signal(SIGINT, on_sigint);
 
   staging::StagingCounters after_prefill;
   if (plan) after_prefill = dm->weights().experts->counters();
@@ -257,6 +255,7 @@ int run() {
   double decode_s = 0;
   bool stopped_at_eos = false;
   for (int i = 0; i < n_predict && !g_interrupted; ++i) {
+    if (args.ignore_eos && tok->eos_id() >= 0) logits[size_t(tok->eos_id())] = -std::numeric_limits<float>::infinity();
     const int32_t next = sampler.sample(logits, history);
     ++generated;
     history.push_back(next);

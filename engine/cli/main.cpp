@@ -37,6 +37,12 @@ std::vector<std::string> normalized_args(int argc, char** argv) {
     else if (s == "-cnv") s = "--conversation";
     a.push_back(std::move(s));
   }
+  // `run -cnv` (llama.cpp's conversation mode) is the chat command.
+  if (!a.empty() && a[0] == "run") {
+    const size_t before = a.size();
+    std::erase(a, std::string("--conversation"));
+    if (a.size() != before) a[0] = "chat";
+  }
   return a;
 }
 
