@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -83,7 +85,18 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.expert_plan = a.plan;
   if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
-  DS4_TRY(std::shared_ptr<Model> m, Model::load(a.model, mo));
+  std::error_code sec;
+  const uint64_t file_bytes = std::filesystem::file_size(a.model, sec);
+  Result<std::shared_ptr<Model>> loaded = Error{""};
+  {
+    // Model::load maps the file, checks keys and tensors, decodes the small float tensors and
+    // (with a tier or plan) copies experts; it reports no bytes, so the ticker shows the time.
+    Progress p(std::string(command) + ": loading " + a.model, [file_bytes] {
+      return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
+    });
+    loaded = Model::load(a.model, mo);
+  }
+  DS4_TRY(std::shared_ptr<Model> m, std::move(loaded));
   const ModelConfig& c = m->config();
   std::fprintf(stderr,
                "%s: model %s: %d layers, dim %lld, vocab %lld, %d experts (top-%d), weights %.1f MiB, loaded in %.2f s\n",
@@ -234,6 +247,46 @@ Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, i
                    ": its weights or metadata are broken; check it with `ds4-offload inspect --validate " +
                    model_path + "`"};
   return ok();
+}
+
+struct Progress::State {
+  std::string label;
+  std::function<std::string()> status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool printed = false;
+  bool tty = ::isatty(2) != 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::thread th;
+};
+
+Progress::Progress(std::string label, std::function<std::string()> status) : s_(std::make_unique<State>()) {
+  s_->label = std::move(label);
+  s_->status = std::move(status);
+  State* s = s_.get();
+  s->th = std::thread([s] {
+    std::unique_lock<std::mutex> lk(s->mu);
+    if (s->cv.wait_for(lk, std::chrono::seconds(1), [s] { return s->stop; })) return;
+    const auto period = s->tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
+    do {
+      const std::string st = s->status ? s->status() : std::string();
+      std::fprintf(stderr, "%s%s: %s (%.1f s)%s", s->tty ? "\r\x1b[K" : "", s->label.c_str(), st.c_str(),
+                   seconds_since(s->t0), s->tty ? "" : "\n");
+      std::fflush(stderr);
+      s->printed = true;
+    } while (!s->cv.wait_for(lk, period, [s] { return s->stop; }));
+  });
+}
+
+Progress::~Progress() {
+  {
+    std::lock_guard<std::mutex> lk(s_->mu);
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  s_->th.join();
+  if (s_->printed && s_->tty) std::fputs("\n", stderr);
 }
 
 uint64_t peak_rss_bytes() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -106,6 +107,22 @@ Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path)
 /// Inf logit means broken weights or metadata, and sampling from it would print garbage.
 Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, int64_t pos0,
                                  const std::string& model_path);
+
+/// Progress of work that takes seconds (model load, make-tiny, validate, calibrate), on stderr:
+/// nothing for the first second; then, on a terminal, one line rewritten in place every 0.5 s
+/// ("<label>: <status()> (3.1 s)"), elsewhere one line every 5 s. A background thread calls
+/// `status` (which must be thread-safe: read atomics); the destructor stops it and ends the line.
+class Progress {
+ public:
+  Progress(std::string label, std::function<std::string()> status);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 /// Peak resident set size of this process in bytes (getrusage ru_maxrss).
 uint64_t peak_rss_bytes();

@@ -16,6 +16,7 @@
 //
 // The router choices come from the engine's trace hook (Dsv4Session::set_trace, engine/dsv4_model.h),
 // which records decisions without changing numerics.
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -91,7 +92,17 @@ int run() {
   Dsv4Session session(dm);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t windows = 0;
+  std::atomic<size_t> done_prompts{0};
+  std::atomic<int64_t> done_tokens{0};
+  const size_t n_prompts = prompts.size();
+  Progress progress("calibrate", [&] {
+    const double s = seconds_since(t0);
+    return "prompt " + std::to_string(done_prompts.load() + 1) + " of " + std::to_string(n_prompts) + ", " +
+           std::to_string(done_tokens.load()) + " tokens (" +
+           std::to_string(int64_t(s > 0 ? double(done_tokens.load()) / s : 0.0)) + " tok/s)";
+  });
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
+    done_prompts = pi;
     const std::vector<int32_t> toks = tok->encode(prompts[pi], tok->add_bos(), /*parse_special=*/true);
     for (size_t w0 = 0; w0 < toks.size(); w0 += size_t(ctx)) {
       const size_t w1 = std::min(toks.size(), w0 + size_t(ctx));
@@ -102,6 +113,7 @@ int run() {
         const size_t q = std::min(w1, p + size_t(args.chunk));
         auto e = session.eval(std::span<const int32_t>(toks.data() + p, q - p), nullptr, nullptr);
         if (!e) return fail(cmd, "prompt " + std::to_string(pi + 1) + ": " + e.error().message);
+        done_tokens += int64_t(q - p);
       }
       session.set_trace(nullptr);
       if (int(trace.router.size()) != c.n_layer)

@@ -4,7 +4,9 @@
 // to little-endian float32 in ggml row order (ne[0] contiguous, then ne[1], ne[2], ne[3]).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -149,7 +151,11 @@ void validate_loads(const std::string& path, std::vector<std::string>& problems,
   }
   std::vector<float> logits;
   t0 = std::chrono::steady_clock::now();
-  if (auto r = session.value()->eval(ids, &logits, nullptr); !r) {
+  auto r = [&] {
+    Progress p("validate", [n] { return "forward pass of " + std::to_string(n) + " tokens"; });
+    return session.value()->eval(ids, &logits, nullptr);
+  }();
+  if (!r) {
     problems.push_back("forward pass of " + std::to_string(n) + " tokens failed: " + r.error().message);
     return;
   }
@@ -169,7 +175,17 @@ std::vector<std::string> validate(const GgufModel& m, json& report, bool print) 
   std::vector<std::string> problems;
   uint64_t checked = 0, unchecked = 0, bad_tensors = 0;
   constexpr size_t kShown = 20;  // tensors named; the rest counted
+  uint64_t total_bytes = 0;
+  for (const auto& t : m.tensors()) total_bytes += t.nbytes;
+  std::atomic<uint64_t> done_bytes{0};
+  std::optional<Progress> progress;
+  if (print)
+    progress.emplace("validate", [&] {
+      return "checked " + std::to_string(done_bytes.load() >> 20) + " of " + std::to_string(total_bytes >> 20) +
+             " MiB of tensor data";
+    });
   for (const auto& t : m.tensors()) {
+    done_bytes += t.nbytes;
     auto c = gguf::check_tensor_data(t);
     if (!c.checked) {
       ++unchecked;
@@ -180,6 +196,7 @@ std::vector<std::string> validate(const GgufModel& m, json& report, bool print) 
       problems.push_back(fmt::format("tensor '{}' ({}): {} bad of {} (first at block/element {}): {}", t.name,
                                      ggml_type_name(t.type), c.bad, c.blocks_checked, c.first_bad, c.problem));
   }
+  progress.reset();
   if (bad_tensors > kShown)
     problems.push_back(fmt::format("... and {} more tensors with non-finite data", bad_tensors - kShown));
   // ggml's offset rule (offsets equal the running padded sum) is informational: we accept any

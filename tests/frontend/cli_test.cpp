@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -221,6 +222,16 @@ TEST_F(Cli, LlamaCppHabits) {
   auto ngl = sh(m + "-p x -n 1 -ngl 99");
   ASSERT_EQ(ngl.code, 0) << ngl.text;
   EXPECT_TRUE(has(ngl, "-ngl/--n-gpu-layers 99 is not used")) << ngl.text;
+  // -t above the core count warns once.
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw > 0) {
+    auto over = sh(m + "-p x -n 1 -t " + std::to_string(hw + 1));
+    ASSERT_EQ(over.code, 0) << over.text;
+    const std::string w = "is more than the " + std::to_string(hw) + " hardware threads";
+    const size_t first = over.text.find(w);
+    EXPECT_NE(first, std::string::npos) << over.text;
+    EXPECT_EQ(over.text.find(w, first + 1), std::string::npos) << "warned twice:\n" << over.text;
+  }
   // inspect -m MODEL like the other commands; bench -p 0.
   auto ins = sh("inspect -m '" + fixture_gguf().string() + "'");
   EXPECT_EQ(ins.code, 0) << ins.text;
