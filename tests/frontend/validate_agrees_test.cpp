@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
@@ -199,6 +200,34 @@ TEST(ValidateAgreesWithRun, CorruptedTinyModels) {
     }
     EXPECT_LT(v.text.size(), 20000u) << "validate output is not capped";
   }
+}
+
+// A model whose output norm is NaN loads (the loader does not read weight values) but its logits
+// are NaN: run, score, perplexity, bench and chat stop with one error naming `inspect --validate`
+// instead of "generating" tokens with exit 0.
+TEST(ValidateAgreesWithRun, NonFiniteLogitsStopEveryCommand) {
+  const fs::path dir = test::scratch_dir("validate_nonfinite");
+  const fs::path base = dir / "base.gguf", bad = dir / "nan.gguf";
+  auto mk = sh("make-tiny -o '" + base.string() + "' --experts q8_0 --seed 6");
+  ASSERT_EQ(mk.code, 0) << mk.text;
+  Copy c = load_copy(base);
+  fill_f32(c.tensor("output_norm.weight"), std::numeric_limits<float>::quiet_NaN());
+  c.write(bad);
+  const std::string m = "-m '" + bad.string() + "' ";
+  std::ofstream(dir / "ids.txt") << "0 5 7 9";
+  std::ofstream(dir / "t.txt") << "the baker sells bread and the fisher sells fish";
+  std::ofstream(dir / "in.txt") << "hello\n";
+  for (const std::string& args :
+       {"run " + m + "-p hello -n 4", "score " + m + "--token-ids '" + (dir / "ids.txt").string() + "' --logits-out '" +
+                                          (dir / "l.f32").string() + "'",
+        "perplexity " + m + "-f '" + (dir / "t.txt").string() + "' --ctx 16", "bench " + m + "-p 8 -n 2 -r 1",
+        "chat " + m + "-n 2 < '" + (dir / "in.txt").string() + "'"}) {
+    auto r = sh(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.text;
+    EXPECT_NE(r.text.find("non-finite logit (NaN)"), std::string::npos) << args << "\n" << r.text;
+    EXPECT_NE(r.text.find("inspect --validate"), std::string::npos) << args << "\n" << r.text;
+  }
+  EXPECT_FALSE(fs::exists(dir / "l.f32")) << "score left a partial logits file";
 }
 
 }  // namespace
