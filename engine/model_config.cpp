@@ -1,6 +1,8 @@
 // engine/model_config.cpp — ModelConfig from GGUF metadata and the tensor cross-check.
 #include "engine/model_config.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <set>
 #include <unordered_map>
@@ -12,7 +14,9 @@ namespace ds4 {
 namespace {
 
 constexpr const char* kArch = "deepseek4";
-constexpr int kSqrtSoftplusGating = 4;  // llama.cpp LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
+constexpr int kSqrtSoftplusGating = 4;
+constexpr int64_t kMaxWindow = int64_t{1} << 20;   // sliding window (DeepSeek-V4: 128)
+constexpr int64_t kMaxSinkhornIters = 1000;        // mHC Sinkhorn iterations (DeepSeek-V4: 20)  // llama.cpp LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
 
 /// Reads keys and collects every error message instead of stopping at the first.
 class KeyReader {
@@ -52,10 +56,35 @@ class KeyReader {
     if (!m_.has(key(("attention." + alt).c_str())) && m_.has(key(alt.c_str()))) return positive(alt.c_str());
     return positive(("attention." + alt).c_str());
   }
-  int64_t positive(const char* k) {
-    int64_t v = i(k);
-    if (m_.has(key(k)) && v <= 0) errs_->push_back("key '" + key(k) + "': expected > 0, found " + std::to_string(v));
-    return v;
+  /// A count or dimension: 1 <= v <= `max` (default INT32_MAX, so that products of two fit in
+  /// int64 and int fields are never narrowed). Out of range: an error naming the limit and `why`,
+  /// and 0 is returned so that nothing is sized from the value.
+  int64_t positive(const char* k, int64_t max = INT32_MAX, const std::string& why = "") {
+    if (!m_.has(key(k))) return i(k);  // reports the missing key
+    auto r = m_.get_int(key(k));
+    if (!r) {
+      errs_->push_back(r.error().message);
+      return 0;
+    }
+    if (*r <= 0 || *r > max) {
+      errs_->push_back("key '" + key(k) + "': expected 1.." + std::to_string(max) + why + ", found " + std::to_string(*r));
+      return 0;
+    }
+    return *r;
+  }
+  /// A non-negative count 0 <= v <= max (same rules as positive()); out of range returns -1.
+  int64_t count(const char* k, int64_t max, const std::string& why = "") {
+    if (!m_.has(key(k))) return i(k);
+    auto r = m_.get_int(key(k));
+    if (!r) {
+      errs_->push_back(r.error().message);
+      return -1;
+    }
+    if (*r < 0 || *r > max) {
+      errs_->push_back("key '" + key(k) + "': expected 0.." + std::to_string(max) + why + ", found " + std::to_string(*r));
+      return -1;
+    }
+    return *r;
   }
 
  private:
@@ -153,7 +182,11 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   }
   KeyReader k(meta, &errs);
   ModelConfig c;
-  c.n_layer = static_cast<int>(k.positive("block_count"));
+  // Counts that size work are bounded by what the file can hold: a layer needs at least 20
+  // tensors, so block_count cannot exceed the tensor count.
+  const int64_t max_layers = std::max<int64_t>(1, static_cast<int64_t>(tensors.size()) / 20);
+  c.n_layer = static_cast<int>(
+      k.positive("block_count", max_layers, " (the file has " + std::to_string(tensors.size()) + " tensors, 20+ per layer)"));
   c.n_ctx = k.positive("context_length");
   c.dim = k.positive("embedding_length");
   c.vocab = k.positive("vocab_size");
@@ -181,24 +214,32 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   c.q_lora_rank = k.positive("attention.q_lora_rank");
   c.o_lora_rank = k.positive("attention.output_lora_rank");
   c.o_groups = static_cast<int>(k.positive("attention.output_group_count"));
-  c.window = k.positive("attention.sliding_window");
+  // The window sizes one [window, head_dim] ring per layer, allocated up front.
+  c.window = k.positive("attention.sliding_window", c.n_ctx > 0 ? std::min(kMaxWindow, c.n_ctx) : kMaxWindow,
+                        " (at most context_length and " + std::to_string(kMaxWindow) + ")");
   c.idx_heads = static_cast<int>(k.indexer_key("head_count"));
   c.idx_head_dim = k.indexer_key("key_length");
   c.idx_topk = static_cast<int>(k.indexer_key("top_k"));
   c.n_expert = static_cast<int>(k.positive("expert_count"));
   c.n_expert_used = static_cast<int>(k.positive("expert_used_count"));
-  c.n_expert_shared = static_cast<int>(k.i("expert_shared_count"));
-  if (meta.has(KeyReader::key("expert_shared_count")) && c.n_expert_shared != 1)
-    errs.push_back("key 'deepseek4.expert_shared_count': expected 1, found " + std::to_string(c.n_expert_shared));
+  {
+    const int64_t shared = k.i("expert_shared_count");
+    if (meta.has(KeyReader::key("expert_shared_count")) && shared != 1)
+      errs.push_back("key 'deepseek4.expert_shared_count': expected 1, found " + std::to_string(shared));
+    c.n_expert_shared = shared == 1 ? 1 : 0;
+  }
   c.expert_ff = k.positive("expert_feed_forward_length");
   c.route_scale = static_cast<float>(k.f("expert_weights_scale"));
   c.route_norm = k.b("expert_weights_norm");
   const int64_t gating = k.i("expert_gating_func");
   if (meta.has(KeyReader::key("expert_gating_func")) && gating != kSqrtSoftplusGating)
     errs.push_back("key 'deepseek4.expert_gating_func': expected 4 (sqrtsoftplus), found " + std::to_string(gating));
-  c.n_hash_layers = static_cast<int>(k.i("hash_layer_count"));
+  // Checked against block_count only when that is usable (else it was reported already).
+  c.n_hash_layers = static_cast<int>(k.count("hash_layer_count", c.n_layer > 0 ? c.n_layer : INT32_MAX));
   c.hc = static_cast<int>(k.positive("hyper_connection.count"));
-  c.hc_iters = static_cast<int>(k.positive("hyper_connection.sinkhorn_iterations"));
+  // Iterations run per token and layer: an absurd count would hang every forward pass.
+  c.hc_iters = static_cast<int>(k.positive("hyper_connection.sinkhorn_iterations", kMaxSinkhornIters,
+                                           " (DeepSeek-V4 uses 20)"));
   c.hc_eps = static_cast<float>(k.f("hyper_connection.epsilon"));
 
   // Per-layer arrays: block_count entries, optionally followed by the MTP blocks' entries (their
@@ -210,9 +251,9 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   c.shexp_clamp_from_file = meta.has(KeyReader::key("swiglu_clamp_shexp"));
   if (c.shexp_clamp_from_file) clamp_sh = k.fa("swiglu_clamp_shexp");
   int64_t want_len = -1;
-  if (meta.has(KeyReader::key("nextn_predict_layers"))) want_len = c.n_layer + k.i("nextn_predict_layers");
+  if (meta.has(KeyReader::key("nextn_predict_layers"))) want_len = c.n_layer + k.count("nextn_predict_layers", 64);
   auto check_len = [&](const char* name, size_t n) {
-    if (!meta.has(KeyReader::key(name))) return;
+    if (!meta.has(KeyReader::key(name)) || c.n_layer <= 0) return;
     if (want_len >= 0) {
       if (static_cast<int64_t>(n) != want_len && static_cast<int64_t>(n) != c.n_layer)
         errs.push_back("key 'deepseek4." + std::string(name) + "': expected " + std::to_string(c.n_layer) + " or " +
@@ -239,8 +280,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
   } else {
     c.swiglu_limit_shexp.assign(c.swiglu_limit.size(), 0.0f);  // REF: shared expert unclamped
   }
-  if (c.n_hash_layers < 0 || c.n_hash_layers > c.n_layer)
-    errs.push_back("key 'deepseek4.hash_layer_count': expected 0.." + std::to_string(c.n_layer) + ", found " + std::to_string(c.n_hash_layers));
+  if (c.n_hash_layers < 0) c.n_hash_layers = 0;  // reported by count()
   if (c.n_expert_used > c.n_expert)
     errs.push_back("key 'deepseek4.expert_used_count': expected <= expert_count " + std::to_string(c.n_expert) + ", found " + std::to_string(c.n_expert_used));
   if (c.o_groups > 0 && c.n_head % c.o_groups != 0)

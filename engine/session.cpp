@@ -1,6 +1,7 @@
 // engine/session.cpp — Model::load and Session::create for DeepSeek-V4 GGUFs (see session.h,
 // dsv4_model.h).
 #include <algorithm>
+#include <climits>
 #include <thread>
 
 #include "engine/dsv4_model.h"
@@ -26,6 +27,10 @@ Result<TokenizerVocab> tokenizer_vocab_from_gguf(const gguf::Metadata& meta) {
   auto id = [&](const char* key, int32_t* out) -> Result<void> {
     if (!meta.has(key)) return ok();
     DS4_TRY(int64_t x, meta.get_int(key));
+    // Range-checked, not narrowed (Tokenizer::create then checks it against the vocabulary).
+    if (x < -1 || x > INT32_MAX)
+      return Error{std::string("key '") + key + "': expected a token id 0.." + std::to_string(INT32_MAX) + ", found " +
+                   std::to_string(x)};
     *out = static_cast<int32_t>(x);
     return ok();
   };

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ds4/file_io.h"
 #include "engine/sampler.h"
 #include "engine/tiny_vocab.h"
 #include "gguf/gguf_writer.h"
@@ -125,11 +126,8 @@ Result<TinyModelConfig> parse_tiny_config(const std::string& json_text, const st
 }
 
 Result<TinyModelConfig> load_tiny_config(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Error{path + ": cannot open the model config file"};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_tiny_config(ss.str(), path);
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "make-tiny model config"));
+  return parse_tiny_config(text, path);
 }
 
 Result<GgmlType> parse_expert_type(const std::string& s) {

@@ -2,6 +2,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "engine/tokenizer.h"
 
+#include <cctype>
 #include <pcre2.h>
 
 #include <algorithm>
@@ -136,7 +137,8 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::create(TokenizerVocab vocab,
     if (type == TokenType::Control || type == TokenType::UserDefined) {
       t->token_bytes_[i] = text;
       if (!text.empty()) t->specials_by_length_.push_back(int32_t(i));
-    } else if (type == TokenType::Byte && text.size() == 6 && text.rfind("<0x", 0) == 0 && text[5] == '>') {
+    } else if (type == TokenType::Byte && text.size() == 6 && text.rfind("<0x", 0) == 0 && text[5] == '>' &&
+               std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4]))) {
       t->token_bytes_[i] = std::string(1, char(std::stoi(text.substr(3, 2), nullptr, 16)));
     } else {
       t->token_bytes_[i] = unmap_bytes(text);

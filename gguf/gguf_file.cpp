@@ -255,7 +255,20 @@ class GgufModelBuilder {
 Result<GgufModelBuilder::ParsedFile> GgufModelBuilder::parse(const std::string& path, int shard_index) {
   ParsedFile pf;
   pf.shard.path = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A FIFO or device would block open() or stream forever: refused before opening.
+  {
+    struct stat pre {};
+    if (::stat(path.c_str(), &pre) != 0) {
+      const int e = errno;
+      return Error{path + (e == ENOENT ? std::string(": file not found") : ": cannot stat: " + std::string(std::strerror(e)))};
+    }
+    if (!S_ISREG(pre.st_mode))
+      return Error{path + ": expected a regular GGUF file, found " +
+                   (S_ISDIR(pre.st_mode) ? "a directory" : S_ISFIFO(pre.st_mode) ? "a FIFO (named pipe)"
+                    : S_ISCHR(pre.st_mode) ? "a character device" : S_ISBLK(pre.st_mode) ? "a block device"
+                                            : "a special file")};
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Error{path + ": cannot open: " + std::strerror(errno)};
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -315,7 +328,6 @@ Result<GgufModelBuilder::ParsedFile> GgufModelBuilder::parse(const std::string& 
   uint64_t n_tensors = 0, n_kv = 0;
   if (!c.rd(n_tensors, "header (tensor count)") || !c.rd(n_kv, "header (key/value count)"))
     return *c.err;
-
   // Key/value pairs.
   Metadata& md = pf.shard.metadata;
   md.set_source(path);
@@ -349,7 +361,12 @@ Result<GgufModelBuilder::ParsedFile> GgufModelBuilder::parse(const std::string& 
   }
   pf.shard.alignment = align;
 
-  // Tensor infos.
+  // Tensor infos. The count is checked against what the rest of the file can hold before the
+  // loop runs: a tensor info takes at least 24 bytes (name length 8, n_dims 4, type 4, offset 8).
+  if (const uint64_t rest = size - c.pos; n_tensors > rest / 24)
+    return Error{path + ": truncated file or corrupt header: tensor count " + std::to_string(n_tensors) +
+                 " cannot fit in the " + std::to_string(rest) + " bytes after the key/value pairs (at most " +
+                 std::to_string(rest / 24) + ")"};
   std::unordered_map<std::string, size_t> seen;
   for (uint64_t k = 0; k < n_tensors; ++k) {
     TensorInfo t;
@@ -452,8 +469,11 @@ Result<GgufModel> GgufModelBuilder::open(const std::string& path, const OpenOpti
       paths.push_back(std::move(p));
     }
     if (!missing.empty()) {
+      // The first names say which; a set of 99,999 shards would otherwise print them all.
+      constexpr size_t kShown = 8;
       std::string list;
-      for (const auto& p : missing) list += (list.empty() ? "" : ", ") + p;
+      for (size_t k = 0; k < missing.size() && k < kShown; ++k) list += (list.empty() ? "" : ", ") + missing[k];
+      if (missing.size() > kShown) list += ", ... and " + std::to_string(missing.size() - kShown) + " more";
       return Error{path + ": split set of " + std::to_string(sn.count) + " shards is incomplete: " +
                    std::to_string(missing.size()) + " missing: " + list};
     }

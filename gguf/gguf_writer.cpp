@@ -4,9 +4,11 @@
 #include "gguf/gguf_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
@@ -173,7 +175,22 @@ Result<void> GgufWriter::write(const std::string& path) const {
   if (alignment_ != kDefaultAlignment) kv.set("general.alignment", Value::make_u32(alignment_));
   std::vector<const Pending*> all;
   for (const auto& t : tensors_) all.push_back(&t);
-  return write_one(path, kv, all);
+  // All or nothing: written under a temporary name and renamed, so a failed write (full disk)
+  // leaves no partial file at `path`. An existing non-regular path (/dev/null) is written directly.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return write_one(path, kv, all);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Result<void> r = write_one(tmp, kv, all);
+  if (!r) {
+    ::unlink(tmp.c_str());
+    return Error{path + ": " + r.error().message};
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return Error{path + ": cannot rename the finished file into place: " + std::strerror(e)};
+  }
+  return ok();
 }
 
 Result<std::vector<std::string>> GgufWriter::write_split(const std::string& prefix,

@@ -1,6 +1,8 @@
 // placement/gguf_sizes.cpp — shape and sizes from GGUF metadata and tensor infos.
 #include "placement/gguf_sizes.h"
 
+#include <algorithm>
+#include <climits>
 #include <initializer_list>
 #include <string_view>
 
@@ -10,9 +12,17 @@ namespace ds4::placement {
 
 namespace {
 
-Result<int64_t> int_key(const gguf::Metadata& md, const std::string& file, std::initializer_list<const char*> keys) {
+/// The first of `keys` present, range-checked to 1..max (default INT32_MAX: the shape fields are
+/// int, so values are refused rather than narrowed).
+Result<int64_t> int_key(const gguf::Metadata& md, const std::string& file, std::initializer_list<const char*> keys,
+                        int64_t max = INT32_MAX, const std::string& why = "") {
   for (const char* k : keys)
-    if (md.has(k)) return md.get_int(k);
+    if (md.has(k)) {
+      DS4_TRY(int64_t v, md.get_int(k));
+      if (v < 1 || v > max)
+        return Error{file + ": key '" + k + "': expected 1.." + std::to_string(max) + why + ", found " + std::to_string(v)};
+      return v;
+    }
   std::string names;
   for (const char* k : keys) names += (names.empty() ? "'" : " or '") + std::string(k) + "'";
   return Error{file + ": missing metadata key " + names};
@@ -47,11 +57,14 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
   GgufPlanModel out;
   ModelShape& s = out.shape;
   s.name = md.has("general.name") ? md.get_string("general.name").value() : file;
-  DS4_TRY(int64_t layers, int_key(md, file, {"deepseek4.block_count"}));
+  // A layer needs at least 20 tensors: block_count is bounded by what the file holds.
+  const int64_t max_layers = std::max<int64_t>(1, int64_t(m.tensors().size()) / 20);
+  DS4_TRY(int64_t layers, int_key(md, file, {"deepseek4.block_count"}, max_layers,
+                                  " (the file has " + std::to_string(m.tensors().size()) + " tensors, 20+ per layer)"));
   s.n_layers = int(layers);
   DS4_TRY(s.dim, int_key(md, file, {"deepseek4.embedding_length"}));
   if (md.has("deepseek4.context_length")) {
-    DS4_TRY(s.max_ctx, md.get_int("deepseek4.context_length"));
+    DS4_TRY(s.max_ctx, int_key(md, file, {"deepseek4.context_length"}));
   }
   const gguf::TensorInfo* embd = m.find("token_embd.weight");
   if (md.has("deepseek4.vocab_size")) {
@@ -77,12 +90,32 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
   s.n_experts = int(ne);
   DS4_TRY(int64_t tk, int_key(md, file, {"deepseek4.expert_used_count"}));
   s.top_k = int(tk);
-  s.n_shared_experts = md.has("deepseek4.expert_shared_count") ? int(md.get_int("deepseek4.expert_shared_count").value()) : 1;
+  s.n_shared_experts = 1;
+  if (md.has("deepseek4.expert_shared_count")) {
+    DS4_TRY(int64_t v, int_key(md, file, {"deepseek4.expert_shared_count"}));
+    s.n_shared_experts = int(v);
+  }
   DS4_TRY(s.moe_inter, int_key(md, file, {"deepseek4.expert_feed_forward_length"}));
-  s.n_hash_layers = md.has("deepseek4.hash_layer_count") ? int(md.get_int("deepseek4.hash_layer_count").value()) : 0;
-  s.hc_mult = md.has("deepseek4.hyper_connection.count") ? int(md.get_int("deepseek4.hyper_connection.count").value()) : 4;
+  s.n_hash_layers = 0;
+  if (md.has("deepseek4.hash_layer_count")) {
+    DS4_TRY(int64_t v, md.get_int("deepseek4.hash_layer_count"));
+    if (v < 0 || v > layers)
+      return Error{file + ": key 'deepseek4.hash_layer_count': expected 0.." + std::to_string(layers) + ", found " +
+                   std::to_string(v)};
+    s.n_hash_layers = int(v);
+  }
+  s.hc_mult = 4;
+  if (md.has("deepseek4.hyper_connection.count")) {
+    DS4_TRY(int64_t v, int_key(md, file, {"deepseek4.hyper_connection.count"}, 64));
+    s.hc_mult = int(v);
+  }
   DS4_TRY(auto ratios, md.get_int_array("deepseek4.attention.compress_ratios"));
-  for (int64_t r : ratios) s.compress_ratios.push_back(int(r));
+  for (int64_t r : ratios) {
+    if (r < 0 || r > INT32_MAX)
+      return Error{file + ": key 'deepseek4.attention.compress_ratios': expected entries 0, 4 or 128, found " +
+                   std::to_string(r)};
+    s.compress_ratios.push_back(int(r));
+  }
   if (int(s.compress_ratios.size()) > s.n_layers) s.compress_ratios.resize(size_t(s.n_layers));
   DS4_TRY_VOID(validate_model_shape(s, file));
 
@@ -103,7 +136,12 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
     std::string_view name = t.name;
     if (name.rfind("blk.", 0) == 0) {
       const size_t dot = name.find('.', 4);
-      layer = std::atoi(std::string(name.substr(4, dot - 4)).c_str());
+      const std::string num(name.substr(4, dot == std::string_view::npos ? std::string_view::npos : dot - 4));
+      layer = !num.empty() && num.size() <= 9 && num.find_first_not_of("0123456789") == std::string::npos
+                  ? std::atoi(num.c_str())
+                  : -1;
+      if (layer < 0 || dot == std::string_view::npos)
+        return Error{file + ": tensor '" + t.name + "': expected blk.N.NAME with a layer number N"};
       if (layer >= s.n_layers) {  // MTP / draft blocks
         out.skipped_bytes += int64_t(t.nbytes);
         continue;

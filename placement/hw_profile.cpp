@@ -1,6 +1,7 @@
 // placement/hw_profile.cpp — hardware profile JSON parsing and validation.
 #include "placement/hw_profile.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <climits>
@@ -47,9 +48,27 @@ class ObjReader {
                    " number, found " + v->dump()};
     return d;
   }
+  /// A size in `unit` bytes ("memory_gib": unit 2^30) as bytes: a number in [0, 2^50 bytes]
+  /// (1 PiB; positive when `require_positive`), so that the conversion cannot overflow int64.
+  Result<int64_t> bytes(const char* key, double unit, const char* unit_name, bool require_positive = true) {
+    DS4_TRY(double d, number(key, require_positive));
+    const double max_units = std::ldexp(1.0, 50) / unit;
+    if (d > max_units)
+      return Error{where_ + ": " + key + ": expected at most " + fmt_num(max_units) + " " + unit_name +
+                   " (1 PiB), found " + fmt_num(d)};
+    return int64_t(d * unit);
+  }
+  static std::string fmt_num(double d) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.10g", d);
+    return b;
+  }
   Result<int64_t> integer(const char* key, int64_t min_value) {
     DS4_TRY(const json* v, get(key));
     if (!v->is_number_integer()) return type_error(key, "an integer", *v);
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT32_MAX))
+      return Error{where_ + ": " + key + ": expected an integer <= " + std::to_string(INT32_MAX) + ", found " +
+                   v->dump()};
     int64_t i = v->get<int64_t>();
     if (i > int64_t(INT32_MAX))  // stored as int (ids, cores)
       return Error{where_ + ": " + key + ": expected an integer <= " + std::to_string(INT32_MAX) + ", found " +
@@ -107,8 +126,7 @@ Result<NumaNodeProfile> parse_node(const json& j, const std::string& where) {
   NumaNodeProfile n;
   DS4_TRY(int64_t id, r.integer("id", 0));
   n.id = int(id);
-  DS4_TRY(double mem, r.number("memory_gib"));
-  n.memory_bytes = int64_t(mem * kGiB);
+  DS4_TRY(n.memory_bytes, r.bytes("memory_gib", kGiB, "GiB"));
   DS4_TRY(int64_t cores, r.integer("cores", 1));
   n.cores = int(cores);
   DS4_TRY(n.mem_read_gbps, r.number("mem_read_gbps"));
@@ -132,8 +150,7 @@ Result<GpuProfile> parse_gpu(const json& j, const std::string& where) {
   DS4_TRY(g.name, r.string("name"));
   DS4_TRY(int64_t node, r.integer("numa_node", 0));
   g.numa_node = int(node);
-  DS4_TRY(double vram, r.number("vram_gib"));
-  g.vram_bytes = int64_t(vram * kGiB);
+  DS4_TRY(g.vram_bytes, r.bytes("vram_gib", kGiB, "GiB"));
   DS4_TRY(g.h2d_gbps, r.number("h2d_gbps"));
   DS4_TRY(g.vram_gbps, r.number("vram_gbps"));
   DS4_TRY(g.kernel_efficiency, r.number("kernel_efficiency"));
@@ -233,19 +250,17 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
     if (ml->is_string() && ml->get<std::string>() == "unlimited") {
       p.memlock_bytes = -1;
     } else if (ml->is_number() && ml->get<double>() >= 0) {
-      p.memlock_bytes = int64_t(ml->get<double>() * kGiB);
+      DS4_TRY(p.memlock_bytes, h.bytes("memlock_gib", kGiB, "GiB", false));
     } else {
       return Error{source + ": host.memlock_gib: expected a non-negative number or \"unlimited\", found " + ml->dump()};
     }
-    DS4_TRY(double res, h.number("reserved_gib", false));
-    p.host_reserved_bytes = int64_t(res * kGiB);
+    DS4_TRY(p.host_reserved_bytes, h.bytes("reserved_gib", kGiB, "GiB", false));
     DS4_TRY_VOID(h.finish());
   }
   {
     DS4_TRY(const json* rt, r.object("runtime"));
     ObjReader t(*rt, source + ": runtime");
-    DS4_TRY(double vr, t.number("vram_reserved_mib", false));
-    p.vram_reserved_bytes = int64_t(vr * 1024 * 1024);
+    DS4_TRY(p.vram_reserved_bytes, t.bytes("vram_reserved_mib", 1024.0 * 1024.0, "MiB", false));
     DS4_TRY(p.layer_overhead_us, t.number("layer_overhead_us", false));
     DS4_TRY(p.cpu_expert_latency_us, t.number("cpu_expert_latency_us", false));
     DS4_TRY_VOID(t.finish());
@@ -258,11 +273,8 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
 Result<HwProfile> load_hw_profile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a hardware profile file, found a directory"};
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open hardware profile"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hw_profile(ss.str(), path);
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "hardware profile"));
+  return parse_hw_profile(text, path);
 }
 
 std::string hw_profile_to_json(const HwProfile& p) {

@@ -1,6 +1,7 @@
 // placement/model_shape.cpp — built-in DeepSeek-V4-Flash shape and the model config JSON loader.
 #include "placement/model_shape.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <fstream>
@@ -111,11 +112,8 @@ Result<int64_t> get_int(const json& j, const std::string& path,
 }  // namespace
 
 Result<ModelShape> load_model_shape(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open model config"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  DS4_TRY(json root, parse_json_text(ss.str(), path));
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "model config"));
+  DS4_TRY(json root, parse_json_text(text, path));
   if (!root.is_object()) return Error{path + ": expected a JSON object at the top level"};
   const json* j = &root;
   for (const char* nest : {"model", "config"})

@@ -1,6 +1,7 @@
 // placement/plan_file.cpp — read_plan_file and plan_bytes_for_routing (see plan_file.h).
 #include "placement/plan_file.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <cmath>
@@ -57,11 +58,8 @@ double TierBytes::cpu_total() const { return sum(cpu); }
 Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_experts, int top_k) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a plan file, found a directory"};
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open plan file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  DS4_TRY(const json j, parse_json_text(ss.str(), path));
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "plan file"));
+  DS4_TRY(const json j, parse_json_text(text, path));
   if (!j.is_object()) return Error{path + ": expected a ds4-placement-plan object, found " + std::string(j.type_name())};
   const std::string& w = path;
   // Keys read as strings or small integers here and in load_plan: wrong JSON types are named

@@ -1,6 +1,7 @@
 // placement/plan_report.cpp — dry-run tables and the plan JSON.
 #include "placement/plan_report.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <algorithm>
@@ -215,11 +216,8 @@ std::string plan_to_json(const CostModel& cm, const PlanOptions& opt, const Plan
 
 Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int ranks, int n_nodes) {
   using nlohmann::json;
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open plan file"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  DS4_TRY(json j, parse_json_text(ss.str(), path));
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "plan file"));
+  DS4_TRY(json j, parse_json_text(text, path));
   if (!j.is_object() || j.value("format", std::string()) != "ds4-placement-plan")
     return Error{path + ": expected \"format\": \"ds4-placement-plan\""};
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)

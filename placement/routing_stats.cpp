@@ -1,6 +1,7 @@
 // placement/routing_stats.cpp — routing priors and the statistics file reader/writer.
 #include "placement/routing_stats.h"
 
+#include "ds4/file_io.h"
 #include "placement/json_text.h"
 
 #include <algorithm>
@@ -118,11 +119,8 @@ RoutingStats zipf_routing(int n_layers, int n_experts, int top_k, double s) {
 Result<RoutingStats> load_routing_stats(const std::string& path, int n_layers, int n_experts, int top_k) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": expected a routing statistics file, found a directory"};
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open routing statistics"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  DS4_TRY(json j, parse_json_text(ss.str(), path));
+  DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "routing statistics"));
+  DS4_TRY(json j, parse_json_text(text, path));
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
       j["format"].get<std::string>() != "ds4-routing-stats")
     return Error{path + ": expected \"format\": \"ds4-routing-stats\", found " +
@@ -281,11 +279,7 @@ Result<void> write_routing_stats(const std::string& path, const std::string& mod
     }
     j["coactivation"] = std::move(co);
   }
-  std::ofstream out(path);
-  if (!out) return Error{path + ": cannot write routing statistics"};
-  out << j.dump() << "\n";
-  if (!out) return Error{path + ": write failed"};
-  return ok();
+  return write_file_atomic(path, j.dump() + "\n", "routing statistics");
 }
 
 }  // namespace ds4::placement

@@ -13,6 +13,7 @@ PKGS=(
   liburing-dev libhwloc-dev libmimalloc-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
   python3 python3-venv
+  clang-14 libclang-rt-14-dev
 )
 
 if [ "${DS4_SKIP_APT:-0}" != 1 ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: setup + configure + build + ctest (every label that can run here), then the
 # ASan+UBSan build of the gguf and quant suites. Exits non-zero on any failure.
-# Env: DS4_JOBS (default: nproc), DS4_BUILD_DIR (default: build), DS4_SKIP_SANITIZE=1.
+# Then the libFuzzer targets, 20 s each from the committed corpus (scripts/fuzz.sh).
+# Env: DS4_JOBS (default: nproc), DS4_BUILD_DIR (default: build), DS4_SKIP_SANITIZE=1, DS4_SKIP_FUZZ=1,
+# DS4_FUZZ_SECONDS (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -21,4 +23,9 @@ if [ "${DS4_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake --build "$BUILD-asan" -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$BUILD-asan" --output-on-failure -j "$JOBS" -L unit
+fi
+
+if [ "${DS4_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== libFuzzer: GGUF reader, JSON readers, tokenizer, chat format (${DS4_FUZZ_SECONDS:-20} s each) =="
+  DS4_FUZZ_BUILD_DIR="$BUILD-fuzz" scripts/fuzz.sh "${DS4_FUZZ_SECONDS:-20}"
 fi

@@ -1,31 +1,32 @@
 // engine/cli/cli_common.cpp — see cli_common.h.
 #include "engine/cli/cli_common.h"
+#include "engine/cli/command.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <condition_variable>
+#include <mutex>
+#include <random>
 #include <sstream>
+#include <thread>
 
+#include "ds4/file_io.h"
 #include "engine/model_config.h"
 #include "kernels/cpu/cpu_features.h"
 
 namespace ds4::cli {
 
-Result<std::string> read_text_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error{what + " '" + path + "': file not found"};
-  if (std::filesystem::is_directory(path, ec)) return Error{what + " '" + path + "': is a directory, expected a file"};
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Error{what + " '" + path + "': cannot open (" + std::strerror(errno) + ")"};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+Result<std::string> read_text_file(const std::string& path, const std::string& what, uint64_t max_bytes,
+                                   bool allow_stdin) {
+  return read_file_bounded(path, max_bytes, what, allow_stdin);
 }
 
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source, int64_t vocab) {
@@ -70,7 +71,15 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   DS4_TRY(Activations acts, parse_activations(a.activations));
   if (a.threads < 0) return Error{"-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(a.threads)};
   std::error_code ec;
-  if (!std::filesystem::exists(a.model, ec)) return Error{"-m/--model '" + a.model + "': file not found"};
+  DS4_TRY_VOID(check_regular_file(a.model, "-m/--model"));
+  if (!a.n_gpu_layers.empty())
+    std::fprintf(stderr,
+                 "%s: note: -ngl/--n-gpu-layers %s is not used: this runtime runs every layer on each --tp device "
+                 "and places routed experts by a plan (`ds4-offload plan -m MODEL --json plan.json`, then --plan "
+                 "plan.json)\n", command, a.n_gpu_layers.c_str());
+  if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && a.threads > int(hw))
+    std::fprintf(stderr, "%s: warning: -t %d is more than the %u hardware threads of this machine (slower, not faster)\n",
+                 command, a.threads, hw);
   ModelOptions mo;
   mo.activations = acts;
   mo.threads = a.threads;
@@ -79,7 +88,18 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.expert_plan = a.plan;
   if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
-  DS4_TRY(std::shared_ptr<Model> m, Model::load(a.model, mo));
+  std::error_code sec;
+  const uint64_t file_bytes = std::filesystem::file_size(a.model, sec);
+  Result<std::shared_ptr<Model>> loaded = Error{""};
+  {
+    // Model::load maps the file, checks keys and tensors, decodes the small float tensors and
+    // (with a tier or plan) copies experts; it reports no bytes, so the ticker shows the time.
+    Progress p(std::string(command) + ": loading " + a.model, [file_bytes] {
+      return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
+    });
+    loaded = Model::load(a.model, mo);
+  }
+  DS4_TRY(std::shared_ptr<Model> m, std::move(loaded));
   const ModelConfig& c = m->config();
   std::fprintf(stderr,
                "%s: model %s: %d layers, dim %lld, vocab %lld, %d experts (top-%d), weights %.1f MiB, loaded in %.2f s\n",
@@ -121,38 +141,157 @@ Result<void> check_output_writable(const std::string& path, const char* option) 
   return ok();
 }
 
-void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier) {
+void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
+  auto* m = s->add_option("-m,--model", a.model,
+                          which.model_required ? "Model: a GGUF (a file, or any shard NAME-0000k-of-0000n.gguf of a split set) or an "
+                                                 "official safetensors checkpoint (folder, index json or .safetensors)"
+                                               : "Model: a GGUF (file or any shard of a split set) or a safetensors checkpoint");
+  if (which.model_required) m->required();
+  s->add_option("-t,--threads", a.threads, "CPU threads (0 = all hardware threads)")->capture_default_str();
+  s->add_option("--activations", a.activations,
+                "Matrix-product activations: f32 (exactly decoded weights, FP32 math), q8 (Q8_1 integer dots) or fp8 "
+                "(DeepSeek's QAT simulation: FP8/FP4 activation QDQ, on safetensors folders)")
+      ->capture_default_str();
   s->add_option("--tp", a.tp,
                 "Tensor-parallel ranks (1, 2, 4, 8): one thread and device per rank; CPU ranks without GPUs. "
                 "Every value gives bit-identical logits")
       ->capture_default_str();
-  if (experts_tier)
+  if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
                   "read from the GGUF mapping)");
+  if (which.plan)
+    s->add_option("--plan", a.plan,
+                  "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
+                  "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
+  if (which.ctx_size)
+    s->add_option("-c,--ctx-size", a.ctx_size,
+                  "Context length in tokens (0 = the model's context_length, capped; prompt + -n beyond it is "
+                  "clamped with a note)")
+        ->capture_default_str();
+  // "-ngl" itself is rewritten to --n-gpu-layers by main() (CLI11 short names are one letter).
+  s->add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
+                "llama.cpp's GPU layer count: not used here (every layer runs on each --tp device; routed experts go "
+                "where `ds4-offload plan` puts them, see --plan)");
 }
 
-CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help) {
-  return s->add_option("--seed", seed, help)
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-              return "expected a non-negative integer, found '" + v + "'";
-            // 2^64-1 has 20 digits; compare the digits without leading zeros.
-            const std::string max = "18446744073709551615";
-            const std::string d = v.substr(std::min(v.find_first_not_of('0'), v.size()));
-            if (d.size() > max.size() || (d.size() == max.size() && d > max))
-              return "expected at most 2^64-1 = " + max + ", found '" + v + "'";
-            return std::string();
-          },
-          "UINT64"))
-      ->capture_default_str();
+Result<int64_t> effective_ctx(const ModelArgs& a, int64_t model_ctx, int64_t default_cap, const char* command) {
+  if (a.ctx_size < 0)
+    return Error{"-c/--ctx-size: expected 0 (the model's context) or a positive token count, found " +
+                 std::to_string(a.ctx_size)};
+  if (a.ctx_size > model_ctx)
+    return Error{"-c/--ctx-size " + std::to_string(a.ctx_size) + ": expected at most the model's context_length " +
+                 std::to_string(model_ctx)};
+  if (a.ctx_size > 0) return a.ctx_size;
+  const int64_t c = std::min(model_ctx, default_cap);
+  if (c < model_ctx)
+    std::fprintf(stderr, "%s: context: %lld tokens (the model's %lld capped; -c/--ctx-size N for more)\n", command,
+                 (long long)c, (long long)model_ctx);
+  return c;
 }
 
-void add_plan_option(CLI::App* s, ModelArgs& a) {
-  s->add_option("--plan", a.plan,
-                "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
-                "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
+CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help, bool* random) {
+  auto* o = s->add_option("--seed", seed, help);
+  o->check(CLI::Validator(
+      [random](std::string& v) {
+        if (random && v == "-1") {
+          *random = true;
+          v = "0";
+          return std::string();
+        }
+        if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+          return "expected a non-negative integer" + std::string(random ? " or -1 (random)" : "") + ", found '" + v + "'";
+        // 2^64-1 has 20 digits; compare the digits without leading zeros.
+        const std::string max = "18446744073709551615";
+        const std::string d = v.substr(std::min(v.find_first_not_of('0'), v.size()));
+        if (d.size() > max.size() || (d.size() == max.size() && d > max))
+          return "expected at most 2^64-1 = " + max + ", found '" + v + "'";
+        return std::string();
+      },
+      "UINT64"));
+  o->capture_default_str();
+  return o;
+}
+
+void add_sampling_options(CLI::App* s, SamplerParams& p, bool* random_seed) {
+  add_seed_option(s, p.seed, "Sampling seed (0 .. 2^64-1; -1 = random, printed)", random_seed);
+  s->add_option("--temp", p.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  s->add_option("--top-k", p.top_k, "Top-k (0 = off)")->capture_default_str();
+  s->add_option("--top-p", p.top_p, "Top-p (1 = off)")->capture_default_str();
+  s->add_option("--min-p", p.min_p, "Min-p relative to the best token (0 = off)")->capture_default_str();
+  s->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  s->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back (-1 = all)")->capture_default_str();
+}
+
+void resolve_seed(uint64_t& seed, bool random, const char* command) {
+  if (!random) return;
+  std::random_device rd;
+  seed = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  std::fprintf(stderr, "%s: seed: %llu (random; --seed %llu repeats this run)\n", command, (unsigned long long)seed,
+               (unsigned long long)seed);
+}
+
+Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path) {
+  const Tokenizer* tok = m.tokenizer();
+  if (!tok)
+    return Error{path + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a "
+                        "checkpoint folder), so text cannot be tokenized (use `score --token-ids` with token ids)"};
+  if (tok->vocab_size() != m.config().vocab)
+    return Error{path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, expected vocab_size " +
+                 std::to_string(m.config().vocab) + " (tokenizer.ggml.tokens vs deepseek4.vocab_size)"};
+  return tok;
+}
+
+Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, int64_t pos0,
+                                 const std::string& model_path) {
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i]))
+      return Error{"the model produced a non-finite logit (" + std::string(std::isnan(logits[i]) ? "NaN" : "Inf") +
+                   ") at position " + std::to_string(pos0 + int64_t(i) / std::max<int64_t>(vocab, 1)) + ", token id " +
+                   std::to_string(int64_t(i) % std::max<int64_t>(vocab, 1)) +
+                   ": its weights or metadata are broken; check it with `ds4-offload inspect --validate " +
+                   model_path + "`"};
+  return ok();
+}
+
+struct Progress::State {
+  std::string label;
+  std::function<std::string()> status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool printed = false;
+  bool tty = ::isatty(2) != 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::thread th;
+};
+
+Progress::Progress(std::string label, std::function<std::string()> status) : s_(std::make_unique<State>()) {
+  s_->label = std::move(label);
+  s_->status = std::move(status);
+  State* s = s_.get();
+  s->th = std::thread([s] {
+    std::unique_lock<std::mutex> lk(s->mu);
+    if (s->cv.wait_for(lk, std::chrono::seconds(1), [s] { return s->stop; })) return;
+    const auto period = s->tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
+    do {
+      const std::string st = s->status ? s->status() : std::string();
+      std::fprintf(stderr, "%s%s: %s (%.1f s)%s", s->tty ? "\r\x1b[K" : "", s->label.c_str(), st.c_str(),
+                   seconds_since(s->t0), s->tty ? "" : "\n");
+      std::fflush(stderr);
+      s->printed = true;
+    } while (!s->cv.wait_for(lk, period, [s] { return s->stop; }));
+  });
+}
+
+Progress::~Progress() {
+  {
+    std::lock_guard<std::mutex> lk(s_->mu);
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  s_->th.join();
+  if (s_->printed && s_->tty) std::fputs("\n", stderr);
 }
 
 uint64_t peak_rss_bytes() {
@@ -167,7 +306,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int fail(const char* command, const std::string& message) {
   std::fprintf(stderr, "ds4-offload %s: error: %s\n", command, message.c_str());
-  return 1;
+  return kExitBadInput;
 }
 
 }  // namespace ds4::cli

@@ -4,20 +4,28 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "ds4/file_io.h"
 #include "ds4/result.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/tokenizer.h"
 
 namespace ds4::cli {
 
-/// Reads a whole file (binary). Error: "<what> '<path>': cannot open (...)".
-Result<std::string> read_text_file(const std::string& path, const std::string& what);
+/// Reads a whole input file (binary) of at most `max_bytes` (ds4/file_io.h read_file_bounded: a
+/// regular file, or "-" for standard input when `allow_stdin`). Errors: "<what> '<path>': file not
+/// found", "... expected a regular file, found a FIFO (named pipe)", "... more than the limit of 64 MiB".
+Result<std::string> read_text_file(const std::string& path, const std::string& what, uint64_t max_bytes,
+                                   bool allow_stdin = false);
 
 /// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index and the
 /// text found: a non-integer, a negative id, an id >= `vocab`, or no ids at all.
@@ -36,7 +44,28 @@ struct ModelArgs {
   int tp = 1;                       // tensor-parallel ranks (1, 2, 4, 8)
   std::string experts_tier;         // "" (GGUF mapping), resident, host, nvme
   std::string plan;                 // placement plan file (ModelOptions::expert_plan); "" = none
+  int64_t ctx_size = 0;             // -c/--ctx-size: tokens of context (0 = the model's context_length)
+  std::string n_gpu_layers;         // -ngl as given (llama.cpp habit; answered with a note, not used)
 };
+
+/// Which shared model options a subcommand declares (add_model_options).
+struct ModelOptionSet {
+  bool model_required = true;  // -m/--model is required (bench --probe runs without one)
+  bool experts_tier = true;    // --experts-tier
+  bool plan = false;           // --plan
+  bool ctx_size = false;       // -c/--ctx-size
+};
+
+/// The ONE declaration of the options the model-running subcommands share, bound to `a`:
+/// -m/--model, -t/--threads, --activations, --tp, --experts-tier, --plan, -c/--ctx-size and
+/// -ngl/--n-gpu-layers (accepted for llama.cpp users; load_model answers it with what this
+/// runtime does instead). Help texts and defaults are the same in every subcommand.
+void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which);
+
+/// The context length a command uses: -c/--ctx-size when given (error above the model's
+/// context_length), else the model's context_length capped at `default_cap` tokens (memory per
+/// token grows with context). Prints the effective value and its source (stderr).
+Result<int64_t> effective_ctx(const ModelArgs& a, int64_t model_ctx, int64_t default_cap, const char* command);
 
 /// Error when `output` (given with option `option`) names the same file as one of `inputs`:
 /// writing it would destroy an input, and a model is memory-mapped while we write. Outputs that do
@@ -49,22 +78,51 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
 /// output path fails first, with nothing written. Empty paths are fine (no output asked for).
 Result<void> check_output_writable(const std::string& path, const char* option);
 
-/// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
-void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
-
-/// Adds --plan FILE bound to `a.plan` to subcommand `s`: routed experts where a `plan --json`
-/// file puts them (ModelOptions::expert_plan).
-void add_plan_option(CLI::App* s, ModelArgs& a);
-
 /// Adds `--seed` bound to `seed` with `help`: a decimal integer in [0, 2^64-1]; a sign, other text
 /// or a larger value is refused with "expected ..., found '...'" (CLI11 alone would wrap -1 and
-/// saturate large values silently).
-CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help);
+/// saturate large values silently). With `allow_random`, "-1" (llama.cpp's "random seed") is
+/// accepted and sets `*random` (resolve_seed then draws and prints one).
+CLI::Option* add_seed_option(CLI::App* s, uint64_t& seed, const std::string& help, bool* random = nullptr);
+
+/// Adds the sampling options shared by `run` and `chat` (--temp, --top-k, --top-p, --min-p,
+/// --repeat-penalty, --repeat-last-n, --seed with -1 = random) bound to `p` and `*random_seed`.
+void add_sampling_options(CLI::App* s, SamplerParams& p, bool* random_seed);
+
+/// With `random` set, draws a seed from std::random_device into `seed`; prints
+/// "<command>: seed: N (random)" so the run can be repeated with --seed N.
+void resolve_seed(uint64_t& seed, bool random, const char* command);
 
 /// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
 /// default and effective --activations. Errors: missing file, bad --activations or threads, and
 /// every load error of Model::load.
 Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command);
+
+/// The model's tokenizer, checked for text use (run, chat, perplexity, inspect --validate). Errors:
+/// "<path>: the model has no tokenizer.ggml.* metadata ..." and a token count that differs from
+/// the model's vocab_size.
+Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path);
+
+/// Error unless every value of `logits` (rows of the model's vocabulary, the first at position
+/// `pos0`) is finite. The message names the position and points at `inspect --validate`: a NaN or
+/// Inf logit means broken weights or metadata, and sampling from it would print garbage.
+Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, int64_t pos0,
+                                 const std::string& model_path);
+
+/// Progress of work that takes seconds (model load, make-tiny, validate, calibrate), on stderr:
+/// nothing for the first second; then, on a terminal, one line rewritten in place every 0.5 s
+/// ("<label>: <status()> (3.1 s)"), elsewhere one line every 5 s. A background thread calls
+/// `status` (which must be thread-safe: read atomics); the destructor stops it and ends the line.
+class Progress {
+ public:
+  Progress(std::string label, std::function<std::string()> status);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 /// Peak resident set size of this process in bytes (getrusage ru_maxrss).
 uint64_t peak_rss_bytes();

@@ -69,20 +69,14 @@ BenchArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("bench", "Measure prefill/decode tok/s and TTFT (mean, stddev) with roofline columns; "
                                         "--probe: host memory bandwidth only");
-  s->add_option("-m,--model", args.model.model, "Model GGUF (required unless --probe)");
-  s->add_option("-p,--n-prompt", args.prompts, "Prompt lengths, comma-separated (each >= 1)")->capture_default_str();
+  add_model_options(s, args.model, ModelOptionSet{.model_required = false, .experts_tier = true, .plan = true, .ctx_size = true});
+  s->add_option("-p,--n-prompt", args.prompts, "Prompt lengths, comma-separated (>= 0; 0 = no prompt test, decode after one token, as llama-bench -p 0)")->capture_default_str();
   s->add_option("-n,--n-gen", args.gens,
                 "Generation lengths, comma-separated (>= 0; the first token comes from the prefill, "
                 "so decode is timed over n-1 tokens; n <= 1 gives no decode row)")
       ->capture_default_str();
   s->add_option("-r,--repetitions", args.reps, "Timed repetitions per test (after one warm-up)")->capture_default_str();
   s->add_option("-o,--output", args.output, "Output format: md, json or csv")->capture_default_str();
-  s->add_option("--activations", args.model.activations,
-                "Matrix-product activations: f32 (exactly decoded weights) or q8 (Q8_1 integer dots)")
-      ->capture_default_str();
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
-  add_parallel_options(s, args.model, /*experts_tier=*/true);
-  add_plan_option(s, args.model);
   s->add_flag("--probe", args.probe, "Only measure host memory read and memcpy bandwidth (and H2D per GPU with CUDA)");
   s->add_option("--probe-out", args.probe_out, "With --probe: also write the probe results as JSON to this file");
   s->add_option("--probe-mib", args.probe_mib,
@@ -257,6 +251,8 @@ Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::v
   const auto t0 = Clock::now();
   DS4_TRY_VOID(s.eval(prompt, nullptr, &logits));
   rep.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t vocab = int64_t(logits.size());
+  DS4_TRY_VOID(check_finite_logits(logits, vocab, int64_t(prompt.size()) - 1, args.model.model));
   int32_t tok = argmax(logits);
   const WeightTraffic w0 = s.weight_traffic();
   const staging::StagingCounters c0 = store ? store->counters() : staging::StagingCounters{};
@@ -264,6 +260,7 @@ Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::v
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
     DS4_TRY_VOID(s.eval(one, nullptr, &logits));
+    DS4_TRY_VOID(check_finite_logits(logits, vocab, int64_t(prompt.size()) + i - 1, args.model.model));
     tok = argmax(logits);
   }
   rep.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
@@ -360,11 +357,9 @@ int run_probe(const cpu::MemProbeResult& p) {
                  "bench: note: the %lld MiB probe buffer is smaller than 4 x the %lld MiB last-level cache, so the "
                  "figures include cache hits and overstate memory bandwidth\n",
                  (long long)(p.bytes >> 20), (long long)(p.llc_bytes >> 20));
-  if (!args.probe_out.empty()) {
-    std::ofstream f(args.probe_out);
-    f << j.dump(2) << "\n";
-    if (!f) return fail("bench", "--probe-out '" + args.probe_out + "': cannot write");
-  }
+  if (!args.probe_out.empty())
+    if (auto w = write_file_atomic(args.probe_out, j.dump(2) + "\n", "--probe-out"); !w)
+      return fail("bench", w.error().message);
   return 0;
 }
 
@@ -381,7 +376,7 @@ std::string placement_summary(const ModelArgs& a) {
   return s;
 }
 
-int run() {
+int run_bench() {
   const char* cmd = "bench";
   if (args.output != "md" && args.output != "json" && args.output != "csv")
     return fail(cmd, "-o/--output: expected md, json or csv, found \"" + args.output + "\"");
@@ -397,7 +392,7 @@ int run() {
   if (args.probe && !args.model.model.empty())
     return fail(cmd, "--probe measures the machine only: drop -m/--model, or drop --probe to benchmark the model");
   if (!args.probe && args.model.model.empty()) return fail(cmd, "-m/--model is required (or use --probe)");
-  auto prompts = parse_list(args.prompts, "-p/--n-prompt", 1);
+  auto prompts = parse_list(args.prompts, "-p/--n-prompt", 0);
   if (!prompts) return fail(cmd, prompts.error().message);
   auto gens = parse_list(args.gens, "-n/--n-gen", 0);
   if (!gens) return fail(cmd, gens.error().message);
@@ -416,11 +411,23 @@ int run() {
   const ModelConfig& c = m->config();
   auto facts = model_facts(args.model.model, c);
   if (!facts) return fail(cmd, facts.error().message);
-  for (int p : prompts.value())
-    for (int n : gens.value())
-      if (int64_t(p) + n > c.n_ctx)
-        return fail(cmd, "-p " + std::to_string(p) + " + -n " + std::to_string(n) + " exceeds the model's context_length " +
-                             std::to_string(c.n_ctx));
+  auto ctx = effective_ctx(args.model, c.n_ctx, c.n_ctx, cmd);
+  if (!ctx) return fail(cmd, ctx.error().message);
+  // -p + -n beyond the context: -n is clamped with a note (llama.cpp clamps the same way).
+  std::vector<int> gen_list = gens.value();
+  for (int p : prompts.value()) {
+    if (p > *ctx)
+      return fail(cmd, "-p " + std::to_string(p) + " exceeds " +
+                           (args.model.ctx_size > 0 ? "the context of " + std::to_string(*ctx) + " tokens (-c)"
+                                                    : "the model's context_length " + std::to_string(*ctx)));
+    for (int& n : gen_list)
+      if (int64_t(std::max(p, 1)) + n > *ctx) {
+        const int clamped = int(*ctx - std::max(p, 1));
+        std::fprintf(stderr, "bench: note: -p %d + -n %d exceeds the context of %lld tokens: -n clamped to %d\n", p, n,
+                     (long long)*ctx, clamped);
+        n = clamped;
+      }
+  }
   auto session = Session::create(m);
   if (!session) return fail(cmd, session.error().message);
   Session& s = *session.value();
@@ -432,16 +439,17 @@ int run() {
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab - 1));
   // Warm-up: a short prompt and two decode steps (first-touch of weights, thread start-up).
   {
-    std::vector<int32_t> w(size_t(std::min(prompts.value()[0], 32)));
+    std::vector<int32_t> w(size_t(std::max(1, std::min(prompts.value()[0], 32))));
     for (auto& t : w) t = tok(rng);
     if (auto r = run_once(s, store, w, 2); !r) return fail(cmd, r.error().message);
   }
   const int threads = m->options().threads > 0 ? m->options().threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Row> rows;
   for (int p : prompts.value()) {
-    std::vector<int32_t> prompt(static_cast<size_t>(p));
+    // -p 0 (llama-bench: no prompt test): decode starts after one token, and no pp row is printed.
+    std::vector<int32_t> prompt(static_cast<size_t>(std::max(p, 1)));
     for (auto& t : prompt) t = tok(rng);
-    for (int n : gens.value()) {
+    for (int n : gen_list) {
       std::vector<double> pp, ttft, tg;
       double bytes = 0, expert_bytes = 0, staged = 0, nvme = 0;
       for (int r = 0; r < args.reps; ++r) {
@@ -456,7 +464,7 @@ int run() {
         nvme += double(res->nvme_bytes);
       }
       // One pp row per prompt length (from the first generation length's runs).
-      if (n == gens.value()[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
+      if (p > 0 && n == gen_list[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
       if (n > 1) {
         const double toks = double(args.reps) * double(n - 1);
         Row row{p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true,
@@ -577,6 +585,14 @@ int run() {
                 r.decode ? fmtd("%.3f", r.bpt * r.ts.mean * 1e-9).c_str() : "-",
                 r.decode ? fmtd("%.2f", 100.0 * r.frac()).c_str() : "-");
   }
+  return 0;
+}
+
+/// The bench, then a check that its table reached standard output (`> /dev/full` fails).
+int run() {
+  const int rc = run_bench();
+  if (rc != 0) return rc;
+  if (auto w = check_stdout("the bench results"); !w) return fail("bench", w.error().message);
   return 0;
 }
 

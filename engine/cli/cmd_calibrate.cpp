@@ -16,6 +16,7 @@
 //
 // The router choices come from the engine's trace hook (Dsv4Session::set_trace, engine/dsv4_model.h),
 // which records decisions without changing numerics.
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -46,7 +47,7 @@ CalibrateArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = false});
   s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
@@ -60,15 +61,13 @@ CLI::App* setup(CLI::App& app) {
                 "JSON: logical_count [layers x experts])")
       ->capture_default_str()
       ->check(CLI::IsMember({"ds4", "sglang"}));
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }
 
 int run() {
   const char* cmd = "calibrate";
   if (args.ctx < 0) return fail(cmd, "--ctx: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
-  auto text = read_text_file(args.prompts, "--prompts");
+  auto text = read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   std::vector<std::string> prompts;
   {
@@ -100,7 +99,17 @@ int run() {
   Dsv4Session session(dm);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t windows = 0;
+  std::atomic<size_t> done_prompts{0};
+  std::atomic<int64_t> done_tokens{0};
+  const size_t n_prompts = prompts.size();
+  Progress progress("calibrate", [&] {
+    const double s = seconds_since(t0);
+    return "prompt " + std::to_string(done_prompts.load() + 1) + " of " + std::to_string(n_prompts) + ", " +
+           std::to_string(done_tokens.load()) + " tokens (" +
+           std::to_string(int64_t(s > 0 ? double(done_tokens.load()) / s : 0.0)) + " tok/s)";
+  });
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
+    done_prompts = pi;
     const std::vector<int32_t> toks = tok->encode(prompts[pi], tok->add_bos(), /*parse_special=*/true);
     for (size_t w0 = 0; w0 < toks.size(); w0 += size_t(ctx)) {
       const size_t w1 = std::min(toks.size(), w0 + size_t(ctx));
@@ -111,6 +120,7 @@ int run() {
         const size_t q = std::min(w1, p + size_t(args.chunk));
         auto e = session.eval(std::span<const int32_t>(toks.data() + p, q - p), nullptr, nullptr);
         if (!e) return fail(cmd, "prompt " + std::to_string(pi + 1) + ": " + e.error().message);
+        done_tokens += int64_t(q - p);
       }
       session.set_trace(nullptr);
       if (int(trace.router.size()) != c.n_layer)

@@ -4,6 +4,9 @@
 // to little-endian float32 in ggml row order (ne[0] contiguous, then ne[1], ne[2], ne[3]).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -14,6 +17,7 @@
 #include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/model_config.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_validate.h"
 #include "gguf/safetensors.h"
@@ -40,11 +44,14 @@ InspectArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("inspect", "Summarise, validate or dump tensors of a GGUF model (single file or split set)");
-  s->add_option("model", args.model, "GGUF file, or any shard NAME-0000k-of-0000n.gguf of a split set")->required();
+  s->add_option("model,-m,--model", args.model,
+                "GGUF file, or any shard NAME-0000k-of-0000n.gguf of a split set (positional or -m)")
+      ->required();
   s->add_flag("--json", args.json, "Print the summary as JSON");
   s->add_flag("--validate", args.validate,
-              "Deep checks of every tensor's data (finite FP16 scales, MXFP4 E8M0 != 0xFF, finite floats) "
-              "and of the DeepSeek-V4 expert layout; exit 1 on any failure");
+              "Every check `run` makes when loading (keys, tensor names/shapes/types, tid2eid, tokenizer), deep "
+              "checks of every tensor's data (finite FP16 scales, MXFP4 E8M0 != 0xFF, finite floats) and a short "
+              "forward pass with finite logits; 'validate: OK' means the file loads and runs; exit 1 otherwise");
   auto* d = s->add_option("--dump", args.dump, "Tensor name to write dequantized as float32");
   auto* o = s->add_option("--out", args.out, "Output file for --dump (little-endian float32, ggml row order)");
   d->needs(o);
@@ -108,21 +115,92 @@ std::map<int, ExpertLayer> expert_layers(const GgufModel& m) {
   return r;
 }
 
-/// Deep checks; returns the problems found (empty = OK) and fills `report`.
+/// The loader's checks (Model::load: config keys, tensor names/shapes/types, tid2eid range,
+/// tokenizer) plus a short forward pass whose logits must be finite. Appends problems; fills
+/// `report`. Prints progress when `print`.
+void validate_loads(const std::string& path, std::vector<std::string>& problems, json& report, bool print) {
+  ModelOptions mo;
+  mo.threads = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto loaded = Model::load(path, mo);
+  if (!loaded) {
+    problems.push_back("the loader refuses it (run, score, perplexity, bench fail the same way): " +
+                       loaded.error().message);
+    report["loads"] = false;
+    return;
+  }
+  report["loads"] = true;
+  std::shared_ptr<Model> m = loaded.value();
+  const ModelConfig& c = m->config();
+  if (print)
+    fmt::print("validate: loads as deepseek4: {} layers, dim {}, vocab {}, {} routed experts per layer (top-{}), "
+               "context {} ({:.2f} s)\n", c.n_layer, c.dim, c.vocab, c.n_expert, c.n_expert_used, c.n_ctx,
+               seconds_since(t0));
+  auto tok = text_tokenizer(*m, path);
+  if (!tok) problems.push_back("tokenizer: " + tok.error().message);
+  // Forward check: enough tokens to fill a ratio-128 compressor block and every vocabulary entry
+  // of a small model (the embedding rows), a few tokens of a large one.
+  const bool small = m->weight_bytes() < (uint64_t{4} << 30);
+  const int64_t want = small ? std::max<int64_t>(136, std::min<int64_t>(c.vocab, 1024)) : 8;
+  const int64_t n = std::min<int64_t>(want, c.n_ctx);
+  std::vector<int32_t> ids;
+  const int32_t bos = tok ? tok.value()->bos_id() : -1;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(i == 0 && bos >= 0 ? bos : int32_t(i % c.vocab));
+  auto session = Session::create(m);
+  if (!session) {
+    problems.push_back(session.error().message);
+    return;
+  }
+  std::vector<float> logits;
+  t0 = std::chrono::steady_clock::now();
+  auto r = [&] {
+    Progress p("validate", [n] { return "forward pass of " + std::to_string(n) + " tokens"; });
+    return session.value()->eval(ids, &logits, nullptr);
+  }();
+  if (!r) {
+    problems.push_back("forward pass of " + std::to_string(n) + " tokens failed: " + r.error().message);
+    return;
+  }
+  report["forward_tokens"] = n;
+  if (auto f = check_finite_logits(logits, c.vocab, 0, path); !f) {
+    problems.push_back("forward pass of " + std::to_string(n) + " tokens: " + f.error().message.substr(0, f.error().message.find(": its weights")));
+    report["forward_finite"] = false;
+    return;
+  }
+  report["forward_finite"] = true;
+  if (print) fmt::print("validate: forward pass of {} tokens: finite logits ({:.2f} s)\n", n, seconds_since(t0));
+}
+
+/// Deep checks (every tensor's data) and the loader's checks; returns the problems found (empty
+/// = OK: the file loads and runs) and fills `report`.
 std::vector<std::string> validate(const GgufModel& m, json& report, bool print) {
   std::vector<std::string> problems;
-  uint64_t checked = 0, unchecked = 0;
+  uint64_t checked = 0, unchecked = 0, bad_tensors = 0;
+  constexpr size_t kShown = 20;  // tensors named; the rest counted
+  uint64_t total_bytes = 0;
+  for (const auto& t : m.tensors()) total_bytes += t.nbytes;
+  std::atomic<uint64_t> done_bytes{0};
+  std::optional<Progress> progress;
+  if (print)
+    progress.emplace("validate", [&] {
+      return "checked " + std::to_string(done_bytes.load() >> 20) + " of " + std::to_string(total_bytes >> 20) +
+             " MiB of tensor data";
+    });
   for (const auto& t : m.tensors()) {
+    done_bytes += t.nbytes;
     auto c = gguf::check_tensor_data(t);
     if (!c.checked) {
       ++unchecked;
       continue;
     }
     ++checked;
-    if (c.bad)
+    if (c.bad && bad_tensors++ < kShown)
       problems.push_back(fmt::format("tensor '{}' ({}): {} bad of {} (first at block/element {}): {}", t.name,
                                      ggml_type_name(t.type), c.bad, c.blocks_checked, c.first_bad, c.problem));
   }
+  progress.reset();
+  if (bad_tensors > kShown)
+    problems.push_back(fmt::format("... and {} more tensors with non-finite data", bad_tensors - kShown));
   // ggml's offset rule (offsets equal the running padded sum) is informational: we accept any
   // aligned, non-overlapping layout, ggml does not.
   bool ggml_layout = true;
@@ -142,42 +220,25 @@ std::vector<std::string> validate(const GgufModel& m, json& report, bool print) 
     fmt::print("validate: {} tensors deep-checked, {} without a deep check (integer types), "
                "offsets {} ggml's running padded sum\n", checked, unchecked, ggml_layout ? "follow" : "do NOT follow");
 
-  // DeepSeek-V4 layout: every layer has routed gate/up/down experts [ne0, ne1, n_expert].
+  // DeepSeek-V4 routed-expert layout (summary line), from the file's own keys.
   auto arch = m.metadata().get_string("general.architecture");
   if (arch && *arch == "deepseek4") {
     auto blocks = m.metadata().get_int("deepseek4.block_count");
     auto n_exp = m.metadata().get_int("deepseek4.expert_count");
-    if (!blocks) problems.push_back(blocks.error().message);
-    if (!n_exp) problems.push_back(n_exp.error().message);
     if (blocks && n_exp) {
       const auto layers = expert_layers(m);
       uint64_t n_tensors = 0, bytes = 0;
-      for (int64_t l = 0; l < *blocks; ++l) {
-        auto it = layers.find(int(l));
-        for (const char* part : {"gate", "up", "down"}) {
-          const TensorInfo* t = it == layers.end() ? nullptr : (it->second.parts.count(part) ? it->second.parts.at(part) : nullptr);
-          const std::string name = fmt::format("blk.{}.ffn_{}_exps.weight", l, part);
-          if (!t) {
-            problems.push_back(fmt::format("{}: deepseek4 layer {} has no tensor '{}'", m.path(), l, name));
-            continue;
-          }
-          if (t->n_dims != 3 || t->ne[2] != *n_exp)
-            problems.push_back(fmt::format("{}: tensor '{}': expected 3 dims with ne[2] = expert_count {}, found {}",
-                                           m.path(), name, *n_exp, dims(*t)));
-          ++n_tensors;
-          bytes += t->nbytes;
-        }
+      for (const auto& [l, e] : layers) {
+        n_tensors += e.parts.size();
+        bytes += e.bytes;
       }
       report["deepseek4"] = {{"layers", *blocks}, {"experts", *n_exp}, {"expert_tensors", n_tensors}, {"expert_bytes", bytes}};
       if (print)
         fmt::print("validate: deepseek4 layout: {} layers, {} routed experts per layer, {} expert tensors, {} ({} bytes)\n",
                    *blocks, *n_exp, n_tensors, human_bytes(bytes), bytes);
     }
-  } else if (print) {
-    // Say so rather than skip silently: only the deepseek4 layout is known to this checker.
-    fmt::print("validate: deepseek4 layout check skipped: general.architecture is {}\n",
-               arch ? "'" + *arch + "'" : std::string("missing"));
   }
+  validate_loads(m.path(), problems, report, print);
   return problems;
 }
 
@@ -196,21 +257,15 @@ int dump_tensor(const GgufModel& m) {
     fmt::print(stderr, "ds4-offload inspect: error: {}\n", c.error().message);
     return 1;
   }
-  std::ofstream f(args.out, std::ios::binary | std::ios::trunc);
-  if (!f) {
-    fmt::print(stderr, "ds4-offload inspect: error: {}: cannot create\n", args.out);
-    return 1;
-  }
+  AtomicOutputFile f(args.out, "--out");
+  if (auto o = f.open(); !o) return fail("inspect", o.error().message);
   std::vector<float> row(size_t(t->ne[0]));
   const uint64_t rb = t->row_bytes();
   for (int64_t r = 0; r < t->nrows(); ++r) {
     cpu::dequantize_row(type, t->data + uint64_t(r) * rb, row.data(), t->ne[0]);
-    f.write(reinterpret_cast<const char*>(row.data()), std::streamsize(row.size() * sizeof(float)));
+    if (auto w = f.write(row.data(), row.size() * sizeof(float)); !w) return fail("inspect", w.error().message);
   }
-  if (!f) {
-    fmt::print(stderr, "ds4-offload inspect: error: {}: write failed\n", args.out);
-    return 1;
-  }
+  if (auto c = f.commit(); !c) return fail("inspect", c.error().message);
   fmt::print(stderr, "inspect: wrote '{}' ({} {}, {} rows x {} floats) to {}\n", t->name, ggml_type_name(t->type),
              dims(*t), t->nrows(), t->ne[0], args.out);
   return 0;
@@ -290,19 +345,25 @@ int run() {
   }
 
   int rc = 0;
+  size_t report_problems = 0;
   if (args.validate) {
     json report;
     auto problems = validate(m, report, !args.json);
     report["problems"] = problems;
+    report_problems = problems.size();
     for (const auto& p : problems) fmt::print(stderr, "validate: FAILED: {}\n", p);
     if (problems.empty()) {
       if (!args.json) fmt::print("validate: OK\n");
     } else {
-      rc = 1;
+      rc = 2;  // reported after the JSON (below)
     }
     if (args.json) j["validate"] = report;
   }
   if (args.json) fmt::print("{}\n", j.dump(2));
+  if (auto w = check_stdout("the inspect output"); !w) return fail("inspect", w.error().message);
+  if (rc == 2)
+    return fail("inspect", fmt::format("validate: {} problem{} (listed above): the file does not load or run",
+                                       report_problems, report_problems == 1 ? "" : "s"));
   return rc;
 }
 

@@ -56,7 +56,10 @@ int run() {
                std::string(ggml_type_name(uint32_t(o.gate_up_type))).c_str(),
                std::string(ggml_type_name(uint32_t(o.down_type))).c_str(), (unsigned long long)o.seed);
   auto t0 = std::chrono::steady_clock::now();
-  auto r = write_tiny_model(args.out, o);
+  auto r = [&] {
+    Progress p("make-tiny: writing " + args.out, [] { return std::string("quantizing and writing"); });
+    return write_tiny_model(args.out, o);
+  }();
   if (!r) return fail(cmd, r.error().message);
   std::fprintf(stderr, "make-tiny: wrote %s: %lld tensors, %.2f M parameters, %.2f MiB in %.2f s\n", args.out.c_str(),
                (long long)r->n_tensors, double(r->n_params) / 1e6, double(r->file_bytes) / (1024.0 * 1024.0),

@@ -26,25 +26,23 @@ PerplexityArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("perplexity", "Perplexity and mean negative log-likelihood of a text file");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
-  s->add_option("-f,--file", args.file, "Text file")->required();
+  add_model_options(s, args.model, ModelOptionSet{});
+  s->add_option("-f,--file", args.file, "Text file (- = standard input)")->required();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
-  add_parallel_options(s, args.model, /*experts_tier=*/true);
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }
 
 int run() {
   const char* cmd = "perplexity";
   if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "--ctx: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
-  auto text = read_text_file(args.file, "-f/--file");
+  auto text = read_text_file(args.file, "-f/--file", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
-  const Tokenizer* tok = m->tokenizer();
-  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder)");
+  auto tk = text_tokenizer(*m, args.model.model);
+  if (!tk) return fail(cmd, tk.error().message);
+  const Tokenizer* tok = tk.value();
   const int64_t vocab = m->config().vocab, n_ctx = m->config().n_ctx;
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(512, n_ctx);
   if (ctx > n_ctx)
@@ -71,6 +69,8 @@ int run() {
     if (win.size() < 2) break;
     session.value()->reset();
     if (auto r = session.value()->eval(win, &logits, nullptr); !r) return fail(cmd, r.error().message);
+    if (auto f = check_finite_logits(logits, vocab, 0, args.model.model); !f)
+      return fail(cmd, "window " + std::to_string(chunk_no + 1) + ": " + f.error().message);
     for (size_t p = 0; p + 1 < win.size(); ++p) {
       const float* row = logits.data() + p * size_t(vocab);
       double mx = row[0];
@@ -87,7 +87,7 @@ int run() {
   const double mean = nll_sum / double(scored);
   std::printf("perplexity: %.6f  mean NLL: %.6f nats  (%lld tokens scored in %d windows, activations %s)\n",
               std::exp(mean), mean, (long long)scored, chunk_no, activations_name(m->options().activations));
-  std::fflush(stdout);
+  if (auto w = check_stdout("the perplexity result"); !w) return fail(cmd, w.error().message);
   std::fprintf(stderr, "perplexity: %.3f s (%.1f tok/s), peak memory %.1f MiB\n", secs,
                secs > 0 ? double(scored + chunk_no) / secs : 0.0, double(peak_rss_bytes()) / (1024.0 * 1024.0));
   return 0;

@@ -156,8 +156,8 @@ int run() {
   // The profile file is written once every input has been read (no output on a failed run).
   auto write_profile = [](const HwProfile& h) -> int {
     if (args.write_profile.empty()) return 0;
-    std::ofstream out(args.write_profile);
-    if (!(out << hw_profile_to_json(h))) return fail(args.write_profile + ": cannot write the profile");
+    if (auto w = write_file_atomic(args.write_profile, hw_profile_to_json(h), "--write-profile"); !w)
+      return fail(w.error().message);
     std::fprintf(stderr, "ds4-offload plan: wrote %s\n", args.write_profile.c_str());
     return 0;
   };
@@ -313,11 +313,13 @@ int run() {
   for (size_t i = 0; i < planned.size(); ++i)
     if (i != chosen) others.push_back(planned[i]);
   if (int w = write_profile(hw_used); w != 0) return w;
-  if (args.dry_run) std::fputs(format_dry_run(cm, opt, hw_source, planned[chosen], others).c_str(), stdout);
+  if (args.dry_run) {
+    std::fputs(format_dry_run(cm, opt, hw_source, planned[chosen], others).c_str(), stdout);
+    if (auto w = check_stdout("the --dry-run tables"); !w) return fail(w.error().message);
+  }
   if (!args.json.empty()) {
-    std::ofstream out(args.json);
-    if (!(out << plan_to_json(cm, opt, planned[chosen], others)))
-      return fail(args.json + ": cannot write the plan file");
+    if (auto w = write_file_atomic(args.json, plan_to_json(cm, opt, planned[chosen], others), "--json"); !w)
+      return fail(w.error().message);
     std::fprintf(stderr, "ds4-offload plan: wrote %s (policy %s)\n", args.json.c_str(),
                  planned[chosen].plan.policy.c_str());
   }

@@ -4,8 +4,10 @@
 // generation the bytes moved per tier per DECODE token (counters snapshot after prefill) next to
 // the plan's prediction from routing statistics and the plan's bytes for this run's own routing
 // (router trace; exact bookkeeping), with ratios; --plan-report F writes the same as JSON.
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,34 +42,36 @@ struct RunArgs {
   std::string plan_report;
   std::string routing_out;
   std::string routing_format = "ds4";  // ds4 or sglang
+  bool random_seed = false;       // --seed -1
+  bool ignore_eos = false;        // --ignore-eos
+  CLI::Option* prompt_opt = nullptr;
 };
 RunArgs args;
 
+/// Set by the first Ctrl-C (SIGINT): generation stops after the current token and the summary is
+/// still printed; the handler then restores the default action, so a second Ctrl-C ends the
+/// program at once.
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);
+}
+
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("run", "Generate text from a prompt, streaming it; then print speed and memory figures");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
-  auto* p = s->add_option("-p,--prompt", args.prompt, "Prompt text");
-  auto* f = s->add_option("-f,--file", args.prompt_file, "Read the prompt from this file");
+  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true});
+  auto* p = s->add_option("-p,--prompt", args.prompt, "Prompt text (may be empty: BOS only)");
+  auto* f = s->add_option("-f,--file", args.prompt_file, "Read the prompt from this file (- = standard input)");
+  args.prompt_opt = p;
   p->excludes(f);
   f->excludes(p);
-  s->add_option("-n,--n-predict", args.n_predict, "Tokens to generate (stops early at end-of-sequence)")->capture_default_str();
+  s->add_option("-n,--n-predict", args.n_predict,
+                "Tokens to generate (-1 = until end-of-sequence or the context is full; stops early at "
+                "end-of-sequence; Ctrl-C stops and still prints the summary)")
+      ->capture_default_str();
   s->add_flag("--chat", args.chat, "Wrap the prompt as one user turn of the DeepSeek-V4 chat format");
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
-  add_seed_option(s, args.sampling.seed, "Sampling seed (0 .. 2^64-1)");
-  s->add_option("--temp", args.sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  s->add_option("--top-k", args.sampling.top_k, "Top-k (0 = off)")->capture_default_str();
-  s->add_option("--top-p", args.sampling.top_p, "Top-p (1 = off)")->capture_default_str();
-  s->add_option("--min-p", args.sampling.min_p, "Min-p relative to the best token (0 = off)")->capture_default_str();
-  s->add_option("--repeat-penalty", args.sampling.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  s->add_option("--repeat-last-n", args.sampling.repeat_last_n, "Tokens the penalty looks back (-1 = all)")
-      ->capture_default_str();
-  s->add_option("--activations", args.model.activations,
-                "Matrix-product activations: f32 (exactly decoded weights, FP32 math), q8 (Q8_1 integer dots) or fp8 "
-                "(DeepSeek's QAT simulation: FP8/FP4 activation QDQ, on safetensors folders)")
-      ->capture_default_str();
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
-  add_parallel_options(s, args.model, /*experts_tier=*/true);
-  add_plan_option(s, args.model);
+  add_sampling_options(s, args.sampling, &args.random_seed);
   s->add_option("--plan-report", args.plan_report,
                 "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
   s->add_option("--routing-out", args.routing_out,
@@ -78,6 +82,7 @@ CLI::App* setup(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"ds4", "sglang"}));
   s->add_flag("--special", args.show_special, "Also print control tokens (e.g. end-of-sequence) as text");
+  s->add_flag("--ignore-eos", args.ignore_eos, "Never stop at end-of-sequence (only -n, the context or Ctrl-C)");
   return s;
 }
 
@@ -134,23 +139,23 @@ int report_plan(const char* cmd, const placement::PlanFile& pf, const staging::S
     j["tiers"].push_back({{"tier", keys[i]}, {"measured_per_token", rows[i].measured},
                           {"predicted_stats_per_token", rows[i].stats}, {"predicted_own_routing_per_token", rows[i].own}});
   j["expert_steps"] = {{"vram", av}, {"host", ah}, {"cpu", ac}, {"nvme", an}};
-  std::ofstream out(args.plan_report);
-  if (!(out << j.dump(1) << "\n")) return fail(cmd, "--plan-report '" + args.plan_report + "': cannot write");
+  if (auto w = write_file_atomic(args.plan_report, j.dump(1) + "\n", "--plan-report"); !w) return fail(cmd, w.error().message);
   return 0;
 }
 
 int run() {
   const char* cmd = "run";
-  if (args.prompt.empty() && args.prompt_file.empty()) return fail(cmd, "a prompt is required: -p TEXT or -f FILE");
-  if (args.n_predict < 0) return fail(cmd, "-n/--n-predict: expected >= 0, found " + std::to_string(args.n_predict));
+  if (args.prompt_opt->count() == 0 && args.prompt_file.empty())
+    return fail(cmd, "a prompt is required: -p TEXT, -f FILE or -f - (standard input); -p '' is BOS only");
+  if (args.n_predict < -1)
+    return fail(cmd, "-n/--n-predict: expected >= 0 or -1 (until end-of-sequence), found " + std::to_string(args.n_predict));
   if (args.think && !args.chat) return fail(cmd, "--think needs --chat (thinking mode is part of the chat format)");
   if (auto v = validate(args.sampling); !v) return fail(cmd, v.error().message);
   std::string text = args.prompt;
   if (!args.prompt_file.empty()) {
-    auto t = read_text_file(args.prompt_file, "-f/--file");
+    auto t = read_text_file(args.prompt_file, "-f/--file", kMaxPromptBytes, /*allow_stdin=*/true);
     if (!t) return fail(cmd, t.error().message);
     text = t.value();
-    if (text.empty()) return fail(cmd, "-f/--file '" + args.prompt_file + "': expected a prompt, found an empty file");
   }
   if (auto c = check_output_not_input(args.routing_out, "--routing-out", {args.model.model, args.model.plan}); !c)
     return fail(cmd, c.error().message);
@@ -158,7 +163,7 @@ int run() {
   // Output paths and counts that would only fail after generation are checked first.
   for (const auto& [out, opt] : {std::pair{args.routing_out, "--routing-out"}, std::pair{args.plan_report, "--plan-report"}})
     if (auto w = check_output_writable(out, opt); !w) return fail(cmd, w.error().message);
-  if (!args.routing_out.empty() && args.n_predict < 2)
+  if (!args.routing_out.empty() && args.n_predict >= 0 && args.n_predict < 2)
     return fail(cmd, "--routing-out records decode tokens: expected -n 2 or more, found -n " +
                          std::to_string(args.n_predict));
   if (auto c = check_output_not_input(args.plan_report, "--plan-report", {args.model.model, args.model.plan}); !c)
@@ -166,12 +171,10 @@ int run() {
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
-  const Tokenizer* tok = m->tokenizer();
-  if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder); use `score` with token ids");
+  auto tk = text_tokenizer(*m, args.model.model);
+  if (!tk) return fail(cmd, tk.error().message);
+  const Tokenizer* tok = tk.value();
   const int64_t vocab = m->config().vocab;
-  if (tok->vocab_size() != vocab)
-    return fail(cmd, args.model.model + ": tokenizer has " + std::to_string(tok->vocab_size()) +
-                         " tokens, expected vocab_size " + std::to_string(vocab));
 
   std::vector<int32_t> prompt;
   if (args.chat) {
@@ -189,11 +192,27 @@ int run() {
   } else {
     prompt = tok->encode(text, tok->add_bos(), /*parse_special=*/true);
   }
-  if (prompt.empty()) return fail(cmd, "the prompt is empty after tokenization (and the model adds no BOS)");
-  const int64_t n_ctx = m->config().n_ctx;
-  if (int64_t(prompt.size()) + args.n_predict > n_ctx)
-    return fail(cmd, "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(args.n_predict) +
-                         " exceeds the model's context_length " + std::to_string(n_ctx));
+  if (prompt.empty()) {
+    // An empty prompt is the start of a sequence: BOS alone (llama.cpp does the same).
+    if (tok->bos_id() < 0) return fail(cmd, "the prompt is empty and the model has no BOS token to start from");
+    prompt.push_back(tok->bos_id());
+  }
+  auto ctx = effective_ctx(args.model, m->config().n_ctx, m->config().n_ctx, cmd);
+  if (!ctx) return fail(cmd, ctx.error().message);
+  const int64_t n_ctx = *ctx;
+  if (int64_t(prompt.size()) >= n_ctx)
+    return fail(cmd, "the prompt (" + std::to_string(prompt.size()) + " tokens) does not fit the context of " +
+                         std::to_string(n_ctx) + " tokens" +
+                         (args.model.ctx_size > 0 ? " (-c)" : " (the model's context_length)"));
+  int n_predict = args.n_predict;
+  if (n_predict < 0 || int64_t(prompt.size()) + n_predict > n_ctx) {
+    const int room = int(n_ctx - int64_t(prompt.size()));
+    if (n_predict >= 0)
+      std::fprintf(stderr, "run: note: prompt (%zu tokens) + -n %d exceeds the context of %lld tokens: -n clamped to %d\n",
+                   prompt.size(), n_predict, (long long)n_ctx, room);
+    n_predict = room;
+  }
+  resolve_seed(args.sampling.seed, args.random_seed, cmd);
   std::fprintf(stderr,
                "run: sampling: temp %.3g, top-k %d, top-p %.3g, min-p %.3g, repeat-penalty %.3g (last %d), seed %llu%s\n",
                double(args.sampling.temperature), args.sampling.top_k, double(args.sampling.top_p),
@@ -221,11 +240,17 @@ int run() {
     ds->set_trace(&trace);
   }
   std::vector<float> logits;
+  // Ctrl-C from here on stops generation (a prefill in progress completes first) and the summary
+  // is still printed.
+  g_interrupted = 0;
+  std::signal(SIGINT, on_sigint);
   auto t0 = std::chrono::steady_clock::now();
   if (auto r = s.eval(prompt, nullptr, &logits); !r) return fail(cmd, r.error().message);
   const double prefill_s = seconds_since(t0);
   if (int64_t(logits.size()) != vocab)
     return fail(cmd, "internal: eval returned " + std::to_string(logits.size()) + " logits, expected " + std::to_string(vocab));
+  if (auto fin = check_finite_logits(logits, vocab, int64_t(prompt.size()) - 1, args.model.model); !fin)
+    return fail(cmd, fin.error().message);
 
   staging::StagingCounters after_prefill;
   if (plan) after_prefill = dm->weights().experts->counters();
@@ -235,7 +260,8 @@ int run() {
   int generated = 0, decoded = 0;
   double decode_s = 0;
   bool stopped_at_eos = false;
-  for (int i = 0; i < args.n_predict; ++i) {
+  for (int i = 0; i < n_predict && !g_interrupted; ++i) {
+    if (args.ignore_eos && tok->eos_id() >= 0) logits[size_t(tok->eos_id())] = -std::numeric_limits<float>::infinity();
     const int32_t next = sampler.sample(logits, history);
     ++generated;
     history.push_back(next);
@@ -246,15 +272,21 @@ int run() {
     }
     std::fputs(utf8.push(tok->token_bytes(next, args.show_special)).c_str(), stdout);
     std::fflush(stdout);
-    if (i + 1 == args.n_predict) break;  // the last token need not be fed
+    if (i + 1 == n_predict || g_interrupted) break;  // the last token need not be fed
     auto t1 = std::chrono::steady_clock::now();
     if (auto r = s.eval(std::span<const int32_t>(&next, 1), nullptr, &logits); !r) return fail(cmd, r.error().message);
+    if (auto fin = check_finite_logits(logits, vocab, int64_t(history.size()) - 1, args.model.model); !fin) {
+      std::fputs("\n", stdout);
+      return fail(cmd, fin.error().message);
+    }
     decode_s += seconds_since(t1);
     ++decoded;
   }
+  std::signal(SIGINT, SIG_DFL);
   std::fputs(utf8.flush().c_str(), stdout);
   std::fputs("\n", stdout);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(cmd, "writing the generated text to stdout failed");
+  if (g_interrupted) std::fprintf(stderr, "\nrun: interrupted (Ctrl-C): generation stopped after %d tokens\n", generated);
 
   std::fprintf(stderr, "\nrun: prompt tokens: %zu, prefill: %.3f s (%.1f tok/s)\n", prompt.size(), prefill_s,
                prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0);

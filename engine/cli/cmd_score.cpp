@@ -22,14 +22,11 @@ ScoreArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("score", "Teacher-forced logits of a token-id sequence, written as float32 [positions x vocab]");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  add_model_options(s, args.model, ModelOptionSet{});
   s->add_option("--token-ids", args.ids_file, "File of whitespace-separated token ids")->required();
   s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab]")->required();
   s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
       ->capture_default_str();
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
-  add_parallel_options(s, args.model, /*experts_tier=*/true);
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }
 
@@ -39,7 +36,7 @@ int run() {
   if (args.chunk < 0) return fail(cmd, "--chunk: expected >= 0, found " + std::to_string(args.chunk));
   if (auto c = check_output_not_input(args.logits_out, "--logits-out", {args.model.model, args.ids_file}); !c)
     return fail(cmd, c.error().message);
-  auto text = read_text_file(args.ids_file, "--token-ids");
+  auto text = read_text_file(args.ids_file, "--token-ids", kMaxPromptBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
@@ -51,34 +48,25 @@ int run() {
   if (int64_t(t.size()) > m->config().n_ctx)
     return fail(cmd, args.ids_file + ": " + std::to_string(t.size()) + " tokens exceed the model's context_length " +
                          std::to_string(m->config().n_ctx));
-  std::FILE* out = std::fopen(args.logits_out.c_str(), "wb");
-  if (!out) return fail(cmd, "--logits-out '" + args.logits_out + "': cannot create the file");
+  AtomicOutputFile out(args.logits_out, "--logits-out");
+  if (auto o = out.open(); !o) return fail(cmd, o.error().message);
   auto session = Session::create(m);
-  if (!session) {
-    std::fclose(out);
-    return fail(cmd, session.error().message);
-  }
+  if (!session) return fail(cmd, session.error().message);
   const size_t chunk = args.chunk > 0 ? size_t(args.chunk) : t.size();
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < t.size(); i += chunk) {
     const size_t n = std::min(chunk, t.size() - i);
-    if (auto r = session.value()->eval(std::span<const int32_t>(t.data() + i, n), &logits, nullptr); !r) {
-      std::fclose(out);
+    if (auto r = session.value()->eval(std::span<const int32_t>(t.data() + i, n), &logits, nullptr); !r)
       return fail(cmd, r.error().message);
-    }
-    if (logits.size() != n * size_t(vocab)) {
-      std::fclose(out);
+    if (logits.size() != n * size_t(vocab))
       return fail(cmd, "internal: eval returned " + std::to_string(logits.size()) + " logits, expected " +
                            std::to_string(n * size_t(vocab)));
-    }
-    if (std::fwrite(logits.data(), sizeof(float), logits.size(), out) != logits.size()) {
-      std::fclose(out);
-      return fail(cmd, "--logits-out '" + args.logits_out + "': write failed (disk full?)");
-    }
+    if (auto f = check_finite_logits(logits, vocab, int64_t(i), args.model.model); !f) return fail(cmd, f.error().message);
+    if (auto w = out.write(logits.data(), logits.size() * sizeof(float)); !w) return fail(cmd, w.error().message);
   }
   const double secs = seconds_since(t0);
-  if (std::fclose(out) != 0) return fail(cmd, "--logits-out '" + args.logits_out + "': close failed");
+  if (auto c = out.commit(); !c) return fail(cmd, c.error().message);
   std::fprintf(stderr, "score: %zu positions x %lld vocab -> %s (%.3f s, %.1f tok/s), peak memory %.1f MiB\n",
                t.size(), (long long)vocab, args.logits_out.c_str(), secs, secs > 0 ? double(t.size()) / secs : 0.0,
                double(peak_rss_bytes()) / (1024.0 * 1024.0));

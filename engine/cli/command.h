@@ -11,6 +11,9 @@
 
 namespace ds4::cli {
 
+/// Exit code of every input error (bad flags, files, models): one code, as llama.cpp tools use.
+inline constexpr int kExitBadInput = 1;
+
 /// One subcommand: `setup` adds it to the app (options bound to variables it owns) and returns
 /// the CLI::App*; `run` is called when the subcommand was chosen and returns the exit code.
 struct Command {

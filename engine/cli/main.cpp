@@ -1,6 +1,12 @@
 // engine/cli/main.cpp — the ds4-offload program: dispatches to the registered subcommands.
+// Every error, from the command line or from a subcommand, is printed as one line
+// "ds4-offload CMD: error: ..." and exits with kExitBadInput (1).
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <new>
+#include <string>
+#include <vector>
 
 #include "engine/cli/command.h"
 
@@ -11,25 +17,88 @@ std::vector<Command>& commands() {
 }
 }  // namespace ds4::cli
 
+namespace {
+
+/// The names of all subcommands, comma-separated, in registration order.
+std::string command_list() {
+  std::string s;
+  for (const auto& c : ds4::cli::commands()) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
+
+/// llama.cpp spellings CLI11 cannot declare (its short names are one letter): rewritten to the
+/// long option before parsing.
+std::vector<std::string> normalized_args(int argc, char** argv) {
+  std::vector<std::string> a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "-ngl") s = "--n-gpu-layers";
+    else if (s.rfind("-ngl=", 0) == 0) s = "--n-gpu-layers=" + s.substr(5);
+    else if (s == "-cnv") s = "--conversation";
+    a.push_back(std::move(s));
+  }
+  // `run -cnv` (llama.cpp's conversation mode) is the chat command.
+  if (!a.empty() && a[0] == "run") {
+    const size_t before = a.size();
+    std::erase(a, std::string("--conversation"));
+    if (a.size() != before) a[0] = "chat";
+  }
+  return a;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  using ds4::cli::kExitBadInput;
   CLI::App app{"ds4-offload: DeepSeek-V4-Flash on consumer GPUs with expert offload"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ds4-offload 0.1.0");
   std::vector<std::pair<CLI::App*, ds4::cli::Command*>> subs;
   for (auto& c : ds4::cli::commands()) subs.emplace_back(c.setup(app), &c);
+  std::vector<std::string> args = normalized_args(argc, argv);
+  // An unknown first word is named as an unknown command, with the list (CLI11 would call it an
+  // unexpected argument).
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
+    bool known = false;
+    for (auto& [sub, cmd] : subs) known = known || cmd->name == args[0];
+    if (!known) {
+      std::fprintf(stderr, "ds4-offload: error: unknown command '%s'; expected one of: %s (ds4-offload --help)\n",
+                   args[0].c_str(), command_list().c_str());
+      return kExitBadInput;
+    }
+  }
+  if (args.empty()) {
+    std::fprintf(stderr, "ds4-offload: error: a command is required: %s (ds4-offload --help; ds4-offload CMD --help)\n",
+                 command_list().c_str());
+    return kExitBadInput;
+  }
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+    std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+    app.parse(rev);
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string name;
+    for (auto& [sub, cmd] : subs)
+      if (sub->parsed()) name = " " + cmd->name;
+    std::fprintf(stderr, "ds4-offload%s: error: %s (ds4-offload%s --help)\n", name.c_str(), e.what(), name.c_str());
+    return kExitBadInput;
   }
   for (auto& [sub, cmd] : subs)
     if (sub->parsed()) {
       try {
         return cmd->run();
+      } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "ds4-offload %s: error: out of memory\n", cmd->name.c_str());
+        return kExitBadInput;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-offload %s: error: %s\n", cmd->name.c_str(), e.what());
-        return 1;
+        return kExitBadInput;
       }
     }
-  return 1;
+  return kExitBadInput;
 }

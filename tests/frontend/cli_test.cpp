@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -167,8 +169,10 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x --think", "--think needs --chat");
   check(m + "-p x --top-p 2", "--top-p");
   check(m + "-p x --temp -1", "--temp");
-  check(m + "-p x -n -5", "-n/--n-predict");
-  check(m + "-p x -n 5000", "exceeds the model's context_length 1024");
+  check(m + "-p x -n -5", "-n/--n-predict: expected >= 0 or -1");
+  check(m + "-p x -c 5000", "-c/--ctx-size 5000: expected at most the model's context_length 1024");
+  check(m + "-p x -c -3", "-c/--ctx-size: expected 0");
+  check(m + "-f /dev/zero", "expected a regular file, found a character device");
   check(m + "-f '" + (dir_ / "none.txt").string() + "'", "file not found");
   check(m + "-p x -f y", "excludes");
   check(m + "-n 3", "a prompt is required");
@@ -178,14 +182,160 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x -t 100000", "expected 0 (all) to 1024");  // one OS thread each: refused, not spawned
   check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
   check(m + "-p x --top-k -5", "--top-k");
-  check(m + "-p x --seed -1", "expected a non-negative integer");
+  check(m + "-p x --seed -2", "expected a non-negative integer or -1 (random)");
   check(m + "-p x --seed 18446744073709551616", "expected at most 2^64-1");
   {  // a failed write of the generated text must not exit 0 (stderr is dropped here on purpose)
     const std::string cmd = std::string("'") + DS4_OFFLOAD_EXE + "' " + m + "-p x -n 2 > /dev/full 2>/dev/null";
     EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
   }
-  write(dir_ / "empty_prompt.txt", "");
-  check(m + "-f '" + (dir_ / "empty_prompt.txt").string() + "'", "found an empty file");
+}
+
+// What a llama.cpp user types works: -c, -n -1, --seed -1, -f -, an empty prompt, -ngl, one error
+// style and exit code, an unknown subcommand named.
+TEST_F(Cli, LlamaCppHabits) {
+  const std::string m = "run -m '" + fixture_gguf().string() + "' ";
+  auto has = [](const Out& r, const std::string& s) { return r.text.find(s) != std::string::npos; };
+  // prompt + -n beyond -c: -n is clamped with a note; -n -1 runs to the end of the context.
+  auto c = sh(m + "-p 'hello there' -c 16 -n 5000 --temp 0");
+  ASSERT_EQ(c.code, 0) << c.text;
+  EXPECT_TRUE(has(c, "prompt (9 tokens) + -n 5000 exceeds the context of 16 tokens: -n clamped to 7")) << c.text;
+  EXPECT_TRUE(has(c, "generated tokens: 7") || has(c, "stopped at end-of-sequence")) << c.text;
+  auto inf = sh(m + "-p 'hello there' -c 14 -n -1 --temp 0");
+  ASSERT_EQ(inf.code, 0) << inf.text;
+  EXPECT_TRUE(has(inf, "generated tokens: 5") || has(inf, "stopped at end-of-sequence")) << inf.text;
+  // --seed -1: a random seed, printed so the run can be repeated.
+  auto sd = sh(m + "-p x -n 2 --seed -1 --temp 0.8");
+  ASSERT_EQ(sd.code, 0) << sd.text;
+  EXPECT_TRUE(has(sd, "(random; --seed ")) << sd.text;
+  // -f - reads standard input; an empty prompt is BOS alone.
+  write(dir_ / "stdin.txt", "hello there\n");
+  auto in = sh(m + "-f - -n 2 --temp 0 < '" + (dir_ / "stdin.txt").string() + "'");
+  ASSERT_EQ(in.code, 0) << in.text;
+  EXPECT_TRUE(has(in, "prompt tokens: 10")) << in.text;  // 9 + the newline
+  auto empty = sh(m + "-p '' -n 2 --temp 0");
+  ASSERT_EQ(empty.code, 0) << empty.text;
+  EXPECT_TRUE(has(empty, "prompt tokens: 1")) << empty.text;
+  write(dir_ / "empty.txt", "");
+  auto ef = sh(m + "-f '" + (dir_ / "empty.txt").string() + "' -n 1");
+  EXPECT_EQ(ef.code, 0) << ef.text;
+  // -ngl is answered with what this runtime does instead.
+  auto ngl = sh(m + "-p x -n 1 -ngl 99");
+  ASSERT_EQ(ngl.code, 0) << ngl.text;
+  EXPECT_TRUE(has(ngl, "-ngl/--n-gpu-layers 99 is not used")) << ngl.text;
+  // -t above the core count warns once.
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw > 0) {
+    auto over = sh(m + "-p x -n 1 -t " + std::to_string(hw + 1));
+    ASSERT_EQ(over.code, 0) << over.text;
+    const std::string w = "is more than the " + std::to_string(hw) + " hardware threads";
+    const size_t first = over.text.find(w);
+    EXPECT_NE(first, std::string::npos) << over.text;
+    EXPECT_EQ(over.text.find(w, first + 1), std::string::npos) << "warned twice:\n" << over.text;
+  }
+  // inspect -m MODEL like the other commands; bench -p 0.
+  auto ins = sh("inspect -m '" + fixture_gguf().string() + "'");
+  EXPECT_EQ(ins.code, 0) << ins.text;
+  auto b0 = sh("bench -m '" + fixture_gguf().string() + "' -p 0 -n 3 -r 1");
+  ASSERT_EQ(b0.code, 0) << b0.text;
+  EXPECT_TRUE(has(b0, "tg3 @ d0")) << b0.text;
+  EXPECT_FALSE(has(b0, "| pp0")) << b0.text;
+  // An unknown subcommand is named, with the list; parse errors use the same style and code.
+  auto unk = sh("runn -m x");
+  EXPECT_EQ(unk.code, 1);
+  EXPECT_TRUE(has(unk, "ds4-offload: error: unknown command 'runn'; expected one of: ")) << unk.text;
+  EXPECT_TRUE(has(unk, "run") && has(unk, "inspect")) << unk.text;
+  auto bad = sh(m + "-p x --no-such-flag");
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_TRUE(has(bad, "ds4-offload run: error: ")) << bad.text;
+  auto missing = sh("score --token-ids x");
+  EXPECT_EQ(missing.code, 1) << missing.text;
+  EXPECT_TRUE(has(missing, "ds4-offload score: error: ")) << missing.text;
+}
+
+// No input hangs or grows memory without bound: devices, FIFOs and oversized files are refused by
+// name with the limit, a split set of 99,999 shards gets a capped list, JSON numbers that
+// overflow name the file and the key. Each command runs under `timeout 10`: a hang fails the test.
+TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  auto t = [](const std::string& args) {
+    return test::run_cli("timeout", "10 '" + std::string(DS4_OFFLOAD_EXE) + "' " + args, /*merge_stderr=*/true);
+  };
+  auto expect = [&](const std::string& args, const std::string& needle) {
+    auto r = t(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.text;  // 124 = timed out (a hang)
+    EXPECT_NE(r.text.find(needle), std::string::npos) << args << "\nexpected '" << needle << "' in:\n" << r.text;
+    EXPECT_LT(r.text.size(), 4000u) << args;
+  };
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(std::system(("mkfifo '" + fifo.string() + "'").c_str()), 0);
+  const std::string q = "'" + fifo.string() + "'";
+  expect("run -m " + f + " -f /dev/zero", "-f/--file '/dev/zero': expected a regular file, found a character device");
+  expect("run -m " + f + " -f " + q, "expected a regular file, found a FIFO (named pipe)");
+  expect("run -m " + q + " -p x", "expected a regular file, found a FIFO (named pipe)");
+  expect("inspect " + q, "expected a regular GGUF file, found a FIFO (named pipe)");
+  expect("inspect /dev/zero", "expected a regular GGUF file, found a character device");
+  expect("score -m " + f + " --token-ids /dev/zero --logits-out '" + (dir_ / "o.f32").string() + "'",
+         "found a character device");
+  expect("perplexity -m " + f + " -f " + q, "found a FIFO");
+  expect("plan -m " + f + " --hw /dev/zero --dry-run", "hardware profile '/dev/zero': expected a regular file");
+  expect("plan -m " + f + " --stats " + q + " --dry-run", "routing statistics '" + fifo.string() + "': expected a regular file");
+  expect("run -m " + f + " -p x --plan " + q, "expected a regular file, found a FIFO");
+  expect("calibrate -m " + f + " --prompts /dev/zero -o '" + (dir_ / "s.json").string() + "'", "found a character device");
+  // Size limits, from the file size (a sparse file: no disk used) and from an endless stdin.
+  const fs::path big = dir_ / "big.txt";
+  { std::ofstream(big) << "1"; }
+  fs::resize_file(big, uint64_t(300) << 20);
+  expect("score -m " + f + " --token-ids '" + big.string() + "' --logits-out '" + (dir_ / "o.f32").string() + "'",
+         "file is 314572800 bytes, more than the limit of 64 MiB");
+  expect("perplexity -m " + f + " -f '" + big.string() + "'", "more than the limit of 256 MiB");
+  expect("plan -m " + f + " --hw '" + big.string() + "' --dry-run", "more than the limit of 256 MiB");
+  expect("run -m " + f + " -f - < /dev/zero", "more than the limit of 64 MiB (the input does not end)");
+  // An incomplete split set of 99,999 shards: the missing list is capped.
+  const fs::path shard = dir_ / "m-00001-of-99999.gguf";
+  fs::copy_file(fixture_gguf(), shard);
+  expect("inspect '" + shard.string() + "'", "split set of 99999 shards is incomplete: 99998 missing: ");
+  expect("inspect '" + shard.string() + "'", ", ... and 99990 more");
+  // JSON numbers: overflow and absurd magnitudes name the file and the key.
+  std::ifstream hin(test::source_dir() / "configs" / "hw" / "1x2080ti-22g-pcie3.json");
+  std::stringstream hs;
+  hs << hin.rdbuf();
+  const std::string hw = hs.str();
+  const size_t at = hw.find("\"memory_gib\": 512");
+  ASSERT_NE(at, std::string::npos);
+  for (const auto& [value, needle] : {std::pair<std::string, std::string>{"1e999", "number 1e999 at line 5, column 29 (key \"memory_gib\") is out of range"},
+                                      {"1e30", "numa_nodes[0]: memory_gib: expected at most 1048576 GiB (1 PiB), found 1e+30"}}) {
+    std::string h = hw;
+    h.replace(at, std::string("\"memory_gib\": 512").size(), "\"memory_gib\": " + value);
+    write(dir_ / "hw.json", h);
+    expect("plan -m " + f + " --hw '" + (dir_ / "hw.json").string() + "' --dry-run", (dir_ / "hw.json").string() + ": " + needle);
+  }
+}
+
+// Outputs that hit a write error exit non-zero and leave no partial file.
+TEST_F(Cli, WriteErrorsAreReported) {
+  const std::string exe = std::string("'") + DS4_OFFLOAD_EXE + "' ";
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  for (const std::string& args : std::vector<std::string>{"bench -m " + f + " -p 4 -n 2 -r 1", "plan -m " + f + " --dry-run",
+                                  "inspect " + f, "inspect --json " + f, "bench --probe --probe-mib 8"}) {
+    const std::string cmd = exe + args + " > /dev/full 2>/dev/null";
+    EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
+  }
+  write(dir_ / "t.txt", "the quick brown fox jumps over the lazy dog");
+  const std::string ppl = exe + "perplexity -m " + f + " -f '" + (dir_ / "t.txt").string() + "' --ctx 16 > /dev/full 2>/dev/null";
+  EXPECT_NE(std::system(ppl.c_str()), 0) << ppl;
+  // A failed file write leaves neither a partial file nor a temporary one.
+  write(dir_ / "ids.txt", "0 5 7");
+  if (std::filesystem::exists("/dev/full")) {
+    auto r = sh("score -m " + f + " --token-ids '" + (dir_ / "ids.txt").string() + "' --logits-out /dev/full");
+    EXPECT_EQ(r.code, 1) << r.text;
+    EXPECT_NE(r.text.find("--logits-out '/dev/full': write failed"), std::string::npos) << r.text;
+  }
+  auto ok = sh("score -m " + f + " --token-ids '" + (dir_ / "ids.txt").string() + "' --logits-out '" +
+               (dir_ / "l.f32").string() + "'");
+  ASSERT_EQ(ok.code, 0) << ok.text;
+  EXPECT_EQ(std::filesystem::file_size(dir_ / "l.f32"), 3u * 512u * 4u);
+  for (const auto& e : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 // An output path naming an input is refused before anything is written (the model is mmapped; a

@@ -3,6 +3,8 @@
 // breaks one thing, and expects GgufModel::open to fail with that check's own message.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <functional>
 
 #include "gguf/gguf_file.h"
@@ -218,10 +220,45 @@ TEST(GgufMalformed, Version2Accepted) {
 TEST(GgufMalformed, MissingFileAndDirectory) {
   auto m = GgufModel::open("/nonexistent/dir/x.gguf");
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("cannot open"), std::string::npos);
+  EXPECT_NE(m.error().message.find("file not found"), std::string::npos) << m.error().message;
   const auto dir = ds4::test::scratch_dir("gguf_malformed_dir");
   auto d = GgufModel::open(dir.string());
   ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("expected a regular GGUF file, found a directory"), std::string::npos)
+      << d.error().message;
+}
+
+// A FIFO would block open(2) until a writer appears, and a device streams forever: both are refused
+// from stat(2) before anything is opened (this test would hang otherwise).
+TEST(GgufMalformed, NonRegularPathsRefusedBeforeOpening) {
+  const auto dir = ds4::test::scratch_dir("gguf_malformed_fifo");
+  const std::string fifo = (dir / "model.gguf").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = GgufModel::open(fifo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("found a FIFO (named pipe)"), std::string::npos) << f.error().message;
+  auto z = GgufModel::open("/dev/zero");
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.error().message.find("found a character device"), std::string::npos) << z.error().message;
+}
+
+// Header counts are checked against the bytes that follow before any loop runs.
+TEST(GgufMalformed, HugeCountsRefusedFromTheFileSize) {
+  const auto dir = ds4::test::scratch_dir("gguf_malformed_counts");
+  const std::string path = (dir / "m.gguf").string();
+  std::string b = "GGUF";
+  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto u64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  u32(3);
+  u64(uint64_t(1) << 60);  // tensors
+  u64(0);
+  b.append(64, '\0');
+  write_file(path, b);
+  auto m = GgufModel::open(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("tensor count 1152921504606846976 cannot fit in the 64 bytes after the key/value pairs"),
+            std::string::npos) << m.error().message;
 }
 
 }  // namespace

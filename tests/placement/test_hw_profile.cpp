@@ -124,7 +124,7 @@ TEST(HwProfile, MalformedAndMissingFile) {
   EXPECT_EQ(r3.error().message.rfind("y.json: malformed JSON at line 3, column 5:", 0), 0u) << r3.error().message;
   auto f = load_hw_profile("/nonexistent/profile.json");
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.error().message.find("/nonexistent/profile.json: cannot open"), std::string::npos);
+  EXPECT_NE(f.error().message.find("hardware profile '/nonexistent/profile.json': file not found"), std::string::npos);
 }
 
 TEST(Topology, DiscoversThisMachine) {
