@@ -234,8 +234,8 @@ void resolve_seed(uint64_t& seed, bool random, const char* command) {
 Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path) {
   const Tokenizer* tok = m.tokenizer();
   if (!tok)
-    return Error{path + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a "
-                        "checkpoint folder), so text cannot be tokenized (use `score --token-ids` with token ids)"};
+    return Error{path + ": the model has no tokenizer.ggml.* metadata (GGUF) or tokenizer.json (checkpoint "
+                        "folder), so text cannot be tokenized (use `score --token-ids` with token ids)"};
   if (tok->vocab_size() != m.config().vocab)
     return Error{path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, expected vocab_size " +
                  std::to_string(m.config().vocab) + " (tokenizer.ggml.tokens vs deepseek4.vocab_size)"};

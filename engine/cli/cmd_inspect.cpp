@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <cstdio>
 #include <fstream>
@@ -137,7 +138,15 @@ void validate_loads(const std::string& path, std::vector<std::string>& problems,
                "context {} ({:.2f} s)\n", c.n_layer, c.dim, c.vocab, c.n_expert, c.n_expert_used, c.n_ctx,
                seconds_since(t0));
   auto tok = text_tokenizer(*m, path);
-  if (!tok) problems.push_back("tokenizer: " + tok.error().message);
+  // A checkpoint folder without tokenizer.json loads and serves token ids (`score --token-ids`):
+  // a note, not a problem. A GGUF's tokenizer.ggml.* metadata is part of the file, so a missing or
+  // broken one is a problem (text commands refuse it).
+  const bool folder_without_tokenizer = !m->tokenizer() && std::filesystem::is_directory(path);
+  if (!tok && folder_without_tokenizer) {
+    if (print) fmt::print("validate: note: no tokenizer.json in the folder: text commands refuse it, token-id commands work\n");
+  } else if (!tok) {
+    problems.push_back("tokenizer: " + tok.error().message);
+  }
   // Forward check: enough tokens to fill a ratio-128 compressor block and every vocabulary entry
   // of a small model (the embedding rows), a few tokens of a large one.
   const bool small = m->weight_bytes() < (uint64_t{4} << 30);
