@@ -148,6 +148,12 @@ TEST(OfficialCheckpoint, FolderLogitsBitIdenticalToGguf) {
     const auto b = prefill_logits(nvfp4_folder().string(), Activations::F32, prompts[i].ids);
     EXPECT_TRUE(same_bits(a, b)) << "prompt " << i << ": NVFP4 folder logits differ from the MXFP4 folder's";
   }
+  // With Q8_1 activations the NVFP4 dot sums two 16-element halves per 32 (MXFP4: one 32); on
+  // this fixture both halves carry the same power-of-two scale, so the integer dots still agree
+  // bit for bit (not a property of NVFP4 checkpoints in general).
+  const auto a = prefill_logits(folder().string(), Activations::Q8, prompts[1].ids);
+  const auto b = prefill_logits(nvfp4_folder().string(), Activations::Q8, prompts[1].ids);
+  EXPECT_TRUE(same_bits(a, b)) << "q8: NVFP4 folder logits differ from the MXFP4 folder's";
 }
 
 // The repacked view goes through tensor parallelism and the staging tiers like a GGUF: --tp 2 and
