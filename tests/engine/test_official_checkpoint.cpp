@@ -371,6 +371,38 @@ TEST(OfficialCheckpoint, TokenizerJsonGivesTheGgufTokenizer) {
   EXPECT_EQ((*c)->tokenizer(), nullptr);
 }
 
+// Draft-block tensors without a llama.cpp name (the 0731 release's DSpark heads) are kept byte for
+// byte under blk.{n_layer}.nextn.raw.*, with their scales; the model still opens and runs.
+TEST(OfficialCheckpoint, UnknownDraftTensorsAreKeptRaw) {
+  const fs::path dst = test::scratch_dir("official_dspark");
+  test::doctor(folder(), dst, [](const std::string&, std::vector<uint8_t>&) {});
+  std::vector<uint8_t> w(256 * 128, 0x38), s(2, 127);
+  const std::vector<float> bias(4, 0.5f);
+  ASSERT_TRUE(gguf::write_safetensors((dst / "extra.safetensors").string(),
+                                      {{"mtp.0.main_proj.weight", gguf::StDtype::F8_E4M3, {128, 256}, w.data(), w.size()},
+                                       {"mtp.0.main_proj.scale", gguf::StDtype::F8_E8M0, {1, 2}, s.data(), s.size()},
+                                       {"mtp.0.markov.bias", gguf::StDtype::F32, {4}, reinterpret_cast<const uint8_t*>(bias.data()), 16}})
+                  .ok());
+  {
+    std::ifstream f(dst / "model.safetensors.index.json");
+    nlohmann::json idx = nlohmann::json::parse(f);
+    for (const char* n : {"mtp.0.main_proj.weight", "mtp.0.main_proj.scale", "mtp.0.markov.bias"})
+      idx["weight_map"][n] = "extra.safetensors";
+    std::ofstream(dst / "model.safetensors.index.json") << idx.dump();
+  }
+  auto v = open_official_checkpoint(dst.string());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const gguf::TensorInfo* a = v->find("blk.6.nextn.raw.main_proj.weight");
+  const gguf::TensorInfo* b = v->find("blk.6.nextn.raw.main_proj.scale");
+  const gguf::TensorInfo* c = v->find("blk.6.nextn.raw.markov.bias");
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(static_cast<GgmlType>(a->type), GgmlType::I8);
+  EXPECT_EQ(a->nbytes, w.size());
+  EXPECT_EQ(std::memcmp(a->data, w.data(), w.size()), 0);
+  EXPECT_EQ(static_cast<GgmlType>(c->type), GgmlType::F32);
+  EXPECT_TRUE(Dsv4Model::open(dst.string(), ModelOptions{}).ok());
+}
+
 TEST(OfficialCheckpoint, InternalTypesAreNotGgufTypes) {
   auto r = gguf::tensor_nbytes(uint32_t(GgmlType::F8_E4M3_R128), {128, 2, 1, 1});
   ASSERT_FALSE(r.ok());
