@@ -138,6 +138,10 @@ bool is_companion(const std::string& n) {
          ends_with(n, ".input_scale");
 }
 
+/// The official name without the `model.` prefix some re-exports add (converters accept both;
+/// quant-formats.md §3).
+std::string official_name(const std::string& s) { return s.rfind("model.", 0) == 0 ? s.substr(6) : s; }
+
 /// Splits `layers.L.rest` / `mtp.M.rest`; false for global names.
 bool split_block(const std::string& n, bool* mtp, int* idx, std::string* rest) {
   for (const char* pre : {"layers.", "mtp."}) {
@@ -164,7 +168,7 @@ class ViewBuilder {
     // Expert tensors grouped by (llama prefix, projection): [expert] -> official base name.
     std::map<std::pair<std::string, int>, std::map<int64_t, std::string>> experts;
     for (const StTensor& t : ck_->tensors()) {
-      const std::string& n = t.name;
+      const std::string n = official_name(t.name);
       if (is_companion(n)) continue;  // consumed by its .weight (checked at the end)
       bool mtp = false;
       int idx = 0;
@@ -191,7 +195,7 @@ class ViewBuilder {
         if (e >= 0 && (w == '1' || w == '2' || w == '3')) {
           if (e >= cfg_.n_expert) return err(n, "expert index " + std::to_string(e) + " beyond n_routed_experts " + std::to_string(cfg_.n_expert));
           const int proj = w == '1' ? 0 : w == '3' ? 1 : 2;  // gate, up, down
-          experts[{prefix, proj}][e] = n.substr(0, n.size() - 7);
+          experts[{prefix, proj}][e] = t.name.substr(0, t.name.size() - 7);
           continue;
         }
         const std::string leaf = layer_leaf(rest, mtp);
@@ -214,11 +218,11 @@ class ViewBuilder {
     // Every companion must have been used (a stray `.scale` means a tensor we did not expect).
     for (const StTensor& t : ck_->tensors()) {
       if (!is_companion(t.name) || used_.count(t.name)) continue;
-      if (t.name.rfind("mtp.", 0) == 0) {  // a draft block's scale of a raw-kept tensor
+      if (official_name(t.name).rfind("mtp.", 0) == 0) {  // a draft block's scale of a raw-kept tensor
         bool m = false;
         int idx = 0;
         std::string rest;
-        if (split_block(t.name, &m, &idx, &rest) && idx < cfg_.n_mtp) {
+        if (split_block(official_name(t.name), &m, &idx, &rest) && idx < cfg_.n_mtp) {
           add_raw(t, "blk." + std::to_string(cfg_.n_layer + idx) + ".nextn.raw." + rest);
           continue;
         }

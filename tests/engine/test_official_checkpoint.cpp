@@ -403,6 +403,23 @@ TEST(OfficialCheckpoint, UnknownDraftTensorsAreKeptRaw) {
   EXPECT_TRUE(Dsv4Model::open(dst.string(), ModelOptions{}).ok());
 }
 
+// A re-export whose names carry a `model.` prefix binds to the same view.
+TEST(OfficialCheckpoint, ModelPrefixIsAccepted) {
+  const fs::path dst = test::scratch_dir("official_prefix");
+  test::doctor(folder(), dst, [](const std::string&, std::vector<uint8_t>&) {}, {}, {},
+               [](const std::string& n) { return "model." + n; });
+  auto a = open_official_checkpoint(folder().string());
+  auto b = open_official_checkpoint(dst.string());
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  ASSERT_EQ(a->tensors().size(), b->tensors().size());
+  for (const auto& t : a->tensors()) {
+    const gguf::TensorInfo* u = b->find(t.name);
+    ASSERT_TRUE(u) << t.name;
+    EXPECT_EQ(u->type, t.type);
+    EXPECT_EQ(std::memcmp(u->data, t.data, t.nbytes), 0) << t.name;
+  }
+}
+
 TEST(OfficialCheckpoint, InternalTypesAreNotGgufTypes) {
   auto r = gguf::tensor_nbytes(uint32_t(GgmlType::F8_E4M3_R128), {128, 2, 1, 1});
   ASSERT_FALSE(r.ok());
