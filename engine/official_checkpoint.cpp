@@ -492,6 +492,7 @@ Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, Offici
   st.quant = std::string(st.fp8_tensors ? "fp8" : "") + (st.mxfp4_experts ? "+fp4(mxfp4)" : "") +
              (st.nvfp4_experts ? "+nvfp4" : "");
   st.tokenizer_json = cfg.tokenizer_json;
+  st.declared = cfg.declared();
   std::vector<gguf::Shard> shards;
   for (const auto& s : shared->shards()) {
     gguf::Shard g;

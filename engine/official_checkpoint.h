@@ -42,6 +42,7 @@ namespace ds4 {
 /// What binding an official checkpoint did (printed by `inspect`).
 struct OfficialCheckpointStats {
   std::string quant;              // "fp8+fp4", "fp8+nvfp4", ... (from the tensors found)
+  std::string declared;           // what config.json / hf_quant_config.json declare (OfficialConfig::declared)
   int tensors = 0;                // safetensors tensors read
   int fp8_tensors = 0;            // FP8 blocks repacked to F8_E4M3_R128
   int mxfp4_experts = 0;          // expert matrices repacked FP4 -> MXFP4

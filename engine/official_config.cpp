@@ -114,6 +114,13 @@ Result<void> add_tokenizer(const std::string& path, int64_t vocab_size, int64_t 
 
 }  // namespace
 
+std::string OfficialConfig::declared() const {
+  std::string s;
+  if (!quant_method.empty()) s = quant_method + (quant_algo.empty() ? "" : " " + quant_algo) + " (config.json)";
+  if (!hf_quant_algo.empty()) s += (s.empty() ? "" : ", ") + hf_quant_algo + " (hf_quant_config.json)";
+  return s.empty() ? "none" : s;
+}
+
 Result<OfficialConfig> read_official_config(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
   std::error_code ec;
@@ -185,6 +192,14 @@ Result<OfficialConfig> read_official_config(const std::string& folder) {
   if (c.contains("quantization_config") && c["quantization_config"].is_object()) {
     o.quant_method = c["quantization_config"].value("quant_method", "");
     o.quant_algo = c["quantization_config"].value("quant_algo", "");
+  }
+  const std::string hq = (fs::path(folder) / "hf_quant_config.json").string();
+  if (fs::exists(hq, ec)) {
+    DS4_TRY(json h, read_json(hq, "ModelOpt quantization"));
+    if (!h.is_object() || !h.contains("quantization") || !h["quantization"].is_object() ||
+        !h["quantization"].contains("quant_algo") || !h["quantization"]["quant_algo"].is_string())
+      return Error{hq + ": expected {\"quantization\": {\"quant_algo\": ...}} (ModelOpt's side file)"};
+    o.hf_quant_algo = h["quantization"]["quant_algo"].get<std::string>();
   }
   const std::string tok = (fs::path(folder) / "tokenizer.json").string();
   if (fs::exists(tok, ec)) {

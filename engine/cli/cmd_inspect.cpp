@@ -261,10 +261,10 @@ int run() {
                               {"shard", t.shard}, {"offset", t.offset}, {"nbytes", t.nbytes}});
   } else {
     if (official)
-      fmt::print("{}: safetensors checkpoint, {} shard(s), {} tensors read ({}), bound as {} deepseek4 tensors, {} of tensor data\n"
+      fmt::print("{}: safetensors checkpoint, {} shard(s), {} tensors read ({}; declared: {}), bound as {} deepseek4 tensors, {} of tensor data\n"
                  "  repacked once at load: {} FP8 tensors -> F8_E4M3_R128, {} FP4 expert matrices -> MXFP4, {} NVFP4 expert "
                  "matrices -> NVFP4_S2 ({} written in {:.2f} s); {} used in place; tokenizer.json: {}\n",
-                 m.path(), m.shards().size(), st.tensors, st.quant, m.tensors().size(), human_bytes(total), st.fp8_tensors,
+                 m.path(), m.shards().size(), st.tensors, st.quant, st.declared, m.tensors().size(), human_bytes(total), st.fp8_tensors,
                  st.mxfp4_experts, st.nvfp4_experts, human_bytes(st.repacked_bytes), st.seconds, human_bytes(st.in_place_bytes),
                  st.tokenizer_json ? "converted" : "absent");
     else

@@ -112,6 +112,7 @@ TEST(OfficialCheckpoint, Nvfp4ExpertsChosenPerTensorAndDecodeLikeMxfp4) {
   EXPECT_EQ(mx, 3);
   EXPECT_EQ(st.nvfp4_experts, 18 * 16);
   EXPECT_EQ(st.mxfp4_experts, 3 * 16);
+  EXPECT_EQ(st.declared, "modelopt NVFP4 (config.json), NVFP4 (hf_quant_config.json)");
 }
 
 std::vector<float> prefill_logits(const std::string& path, Activations act, const std::vector<int32_t>& ids) {
