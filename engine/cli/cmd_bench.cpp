@@ -69,7 +69,7 @@ BenchArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("bench", "Measure prefill/decode tok/s and TTFT (mean, stddev) with roofline columns; "
                                         "--probe: host memory bandwidth only");
-  s->add_option("-m,--model", args.model.model, "Model GGUF (required unless --probe)");
+  s->add_option("-m,--model", args.model.model, "Model: a GGUF file or a safetensors checkpoint folder (required unless --probe)");
   s->add_option("-p,--n-prompt", args.prompts, "Prompt lengths, comma-separated (each >= 1)")->capture_default_str();
   s->add_option("-n,--n-gen", args.gens,
                 "Generation lengths, comma-separated (>= 0; the first token comes from the prefill, "
@@ -78,7 +78,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-r,--repetitions", args.reps, "Timed repetitions per test (after one warm-up)")->capture_default_str();
   s->add_option("-o,--output", args.output, "Output format: md, json or csv")->capture_default_str();
   s->add_option("--activations", args.model.activations,
-                "Matrix-product activations: f32 (exactly decoded weights) or q8 (Q8_1 integer dots)")
+                "Matrix-product activations: f32 (exactly decoded weights), q8 (Q8_1 integer dots) or fp8 (QAT simulation)")
       ->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);

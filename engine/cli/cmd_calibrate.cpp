@@ -46,7 +46,7 @@ CalibrateArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("-m,--model", args.model.model, "Model: a GGUF file or a safetensors checkpoint folder")->required();
   s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
@@ -60,7 +60,7 @@ CLI::App* setup(CLI::App& app) {
                 "JSON: logical_count [layers x experts])")
       ->capture_default_str()
       ->check(CLI::IsMember({"ds4", "sglang"}));
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  s->add_option("--activations", args.model.activations, "f32, q8 or fp8 (see `run --help`)")->capture_default_str();
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
 }

@@ -26,10 +26,10 @@ PerplexityArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("perplexity", "Perplexity and mean negative log-likelihood of a text file");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("-m,--model", args.model.model, "Model: a GGUF file or a safetensors checkpoint folder")->required();
   s->add_option("-f,--file", args.file, "Text file")->required();
   s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  s->add_option("--activations", args.model.activations, "f32, q8 or fp8 (see `run --help`)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;

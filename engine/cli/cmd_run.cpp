@@ -45,7 +45,7 @@ RunArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("run", "Generate text from a prompt, streaming it; then print speed and memory figures");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("-m,--model", args.model.model, "Model: a GGUF file or a safetensors checkpoint folder")->required();
   auto* p = s->add_option("-p,--prompt", args.prompt, "Prompt text");
   auto* f = s->add_option("-f,--file", args.prompt_file, "Read the prompt from this file");
   p->excludes(f);

@@ -22,12 +22,12 @@ ScoreArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("score", "Teacher-forced logits of a token-id sequence, written as float32 [positions x vocab]");
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("-m,--model", args.model.model, "Model: a GGUF file or a safetensors checkpoint folder")->required();
   s->add_option("--token-ids", args.ids_file, "File of whitespace-separated token ids")->required();
   s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab]")->required();
   s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
       ->capture_default_str();
-  s->add_option("--activations", args.model.activations, "f32 or q8 (see `run --help`)")->capture_default_str();
+  s->add_option("--activations", args.model.activations, "f32, q8 or fp8 (see `run --help`)")->capture_default_str();
   add_parallel_options(s, args.model, /*experts_tier=*/true);
   s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
   return s;
