@@ -40,7 +40,7 @@ InspectArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("inspect", "Summarise, validate or dump tensors of a GGUF model (single file or split set)");
-  s->add_option("model", args.model, "GGUF file, or any shard NAME-0000k-of-0000n.gguf of a split set")->required();
+  s->add_option("model", args.model, "GGUF file, any shard NAME-0000k-of-0000n.gguf of a split set, or a safetensors checkpoint (folder, index json, .safetensors)")->required();
   s->add_flag("--json", args.json, "Print the summary as JSON");
   s->add_flag("--validate", args.validate,
               "Deep checks of every tensor's data (finite FP16 scales, MXFP4 E8M0 != 0xFF, finite floats) "
