@@ -121,7 +121,24 @@ std::string OfficialConfig::declared() const {
   return s.empty() ? "none" : s;
 }
 
+namespace {
+Result<OfficialConfig> read_official_config_impl(const std::string& folder);
+}  // namespace
+
 Result<OfficialConfig> read_official_config(const std::string& folder) {
+  // nlohmann's typed accessors (value(), get<>) throw on a value of another JSON type; every such
+  // case becomes one input error naming the file instead of an exception.
+  try {
+    return read_official_config_impl(folder);
+  } catch (const json::exception& e) {
+    return Error{(fs::path(folder) / "config.json").string() + " (or tokenizer.json / hf_quant_config.json): a key has "
+                 "an unexpected JSON type: " + e.what()};
+  }
+}
+
+namespace {
+
+Result<OfficialConfig> read_official_config_impl(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
   std::error_code ec;
   if (!fs::exists(path, ec))
@@ -210,5 +227,7 @@ Result<OfficialConfig> read_official_config(const std::string& folder) {
   }
   return o;
 }
+
+}  // namespace
 
 }  // namespace ds4
