@@ -306,9 +306,19 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
     const int64_t rb = cpu::row_bytes(want, t.ne[0]);
     std::vector<uint8_t> buf(size_t(rb * t.nrows()));
     row.resize(size_t(t.ne[0]));
+    int64_t inexact_rows = 0;
     for (int64_t r = 0; r < t.nrows(); ++r) {
       cpu::dequantize_row(ty, t.data + r * t.row_bytes(), row.data(), t.ne[0]);
       cpu::quantize_row(want, row.data(), buf.data() + r * rb, t.ne[0]);
+      if (want == GgmlType::MXFP4) {  // "lossless by default": say when it is not
+        std::vector<float> back(row.size());
+        cpu::dequantize_row(want, buf.data() + r * rb, back.data(), t.ne[0]);
+        for (size_t k = 0; k < row.size(); ++k)
+          if (back[k] != row[k]) {
+            ++inexact_rows;
+            break;
+          }
+      }
       if (want == GgmlType::BF16) {
         std::vector<float> back(row.size());
         cpu::dequantize_row(want, buf.data() + r * rb, back.data(), t.ne[0]);
@@ -318,6 +328,9 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
                          std::to_string(row[k]) + " is not exact in BF16; use --dense f32"};
       }
     }
+    if (inexact_rows && progress)
+      progress("tensor '" + t.name + "': " + std::to_string(inexact_rows) + " of " + std::to_string(t.nrows()) + " rows are not exact in " +
+               std::string(ggml_type_name(uint32_t(want))) + " (source " + std::string(ggml_type_name(t.type)) + "): lossy");
     DS4_TRY_VOID(w.add_tensor(t.name, uint32_t(want), ne, buf.data(), buf.size()));
     bytes += buf.size();
   }

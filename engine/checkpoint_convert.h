@@ -63,8 +63,9 @@ struct GgufConvertOptions {
 /// Writes `src` (a safetensors folder or GGUF) as a llama.cpp `deepseek4` GGUF at `out`: the
 /// metadata keys and tensor names of the bound view; main layers only (no MTP, as upstream's
 /// converter variant that skips mtp.*); FP8 dense -> `dense`; experts as `experts` (MXFP4 bytes
-/// copied when the source is FP4; otherwise decoded and quantized with kernels/cpu quantize_row).
-/// `progress` gets one line per layer.
+/// copied when the source is FP4; otherwise decoded and quantized with kernels/cpu quantize_row,
+/// and for an MXFP4 target every row decoded back: rows that differ are reported through
+/// `progress` as lossy). `progress` gets one line per layer.
 Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out, const GgufConvertOptions& o,
                                  const std::function<void(const std::string&)>& progress = {});
 

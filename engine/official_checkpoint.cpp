@@ -138,6 +138,10 @@ bool is_companion(const std::string& n) {
          ends_with(n, ".input_scale");
 }
 
+/// The official name without the `model.` prefix some re-exports add (converters accept both;
+/// quant-formats.md §3).
+std::string official_name(const std::string& s) { return s.rfind("model.", 0) == 0 ? s.substr(6) : s; }
+
 /// Splits `layers.L.rest` / `mtp.M.rest`; false for global names.
 bool split_block(const std::string& n, bool* mtp, int* idx, std::string* rest) {
   for (const char* pre : {"layers.", "mtp."}) {
@@ -164,7 +168,7 @@ class ViewBuilder {
     // Expert tensors grouped by (llama prefix, projection): [expert] -> official base name.
     std::map<std::pair<std::string, int>, std::map<int64_t, std::string>> experts;
     for (const StTensor& t : ck_->tensors()) {
-      const std::string& n = t.name;
+      const std::string n = official_name(t.name);
       if (is_companion(n)) continue;  // consumed by its .weight (checked at the end)
       bool mtp = false;
       int idx = 0;
@@ -191,10 +195,16 @@ class ViewBuilder {
         if (e >= 0 && (w == '1' || w == '2' || w == '3')) {
           if (e >= cfg_.n_expert) return err(n, "expert index " + std::to_string(e) + " beyond n_routed_experts " + std::to_string(cfg_.n_expert));
           const int proj = w == '1' ? 0 : w == '3' ? 1 : 2;  // gate, up, down
-          experts[{prefix, proj}][e] = n.substr(0, n.size() - 7);
+          experts[{prefix, proj}][e] = t.name.substr(0, t.name.size() - 7);
           continue;
         }
         const std::string leaf = layer_leaf(rest, mtp);
+        if (leaf.empty() && mtp) {
+          // A draft-block tensor without a llama.cpp name (e.g. the 0731 release's DSpark heads):
+          // kept as it is stored (the draft blocks are loaded, not run).
+          add_raw(t, prefix + "raw." + rest);
+          continue;
+        }
         if (leaf.empty()) return err(n, "unexpected official tensor name (no llama.cpp deepseek4 counterpart)");
         llama = prefix + leaf;
       } else {
@@ -206,9 +216,19 @@ class ViewBuilder {
     const char* kProj[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
     for (const auto& [key, list] : experts) DS4_TRY_VOID(add_experts(key.first + kProj[key.second], list));
     // Every companion must have been used (a stray `.scale` means a tensor we did not expect).
-    for (const StTensor& t : ck_->tensors())
-      if (is_companion(t.name) && !used_.count(t.name))
-        return err(t.name, "unexpected (no weight tensor uses it)");
+    for (const StTensor& t : ck_->tensors()) {
+      if (!is_companion(t.name) || used_.count(t.name)) continue;
+      if (official_name(t.name).rfind("mtp.", 0) == 0) {  // a draft block's scale of a raw-kept tensor
+        bool m = false;
+        int idx = 0;
+        std::string rest;
+        if (split_block(official_name(t.name), &m, &idx, &rest) && idx < cfg_.n_mtp) {
+          add_raw(t, "blk." + std::to_string(cfg_.n_layer + idx) + ".nextn.raw." + rest);
+          continue;
+        }
+      }
+      return err(t.name, "unexpected (no weight tensor uses it)");
+    }
     st_.tensors = static_cast<int>(ck_->tensors().size());
     return ok();
   }
@@ -234,6 +254,23 @@ class ViewBuilder {
     i.nbytes = static_cast<uint64_t>(i.nelements() / g->block_elems) * static_cast<uint64_t>(g->block_bytes);
     i.shard = -1;
     return i;
+  }
+
+  /// A tensor kept byte for byte under `llama`: F32/F16/BF16 with their type, anything else as
+  /// 1-D I8 bytes (in place in the mmap either way).
+  void add_raw(const StTensor& t, const std::string& llama) {
+    used_.insert(t.name);
+    const bool flt = t.dtype == StDtype::F32 || t.dtype == StDtype::BF16 || t.dtype == StDtype::F16;
+    const GgmlType ty = t.dtype == StDtype::F32 ? GgmlType::F32 : t.dtype == StDtype::BF16 ? GgmlType::BF16
+                        : t.dtype == StDtype::F16 ? GgmlType::F16 : GgmlType::I8;
+    const std::vector<int64_t> shape = flt && t.shape.size() <= 4 ? t.shape : std::vector<int64_t>{int64_t(t.nbytes)};
+    TensorInfo i = info(llama, flt && t.shape.size() <= 4 ? ty : GgmlType::I8, shape);
+    i.shard = t.shard;
+    i.file_offset = t.file_offset;
+    i.offset = t.file_offset - 8 - ck_->shards()[size_t(t.shard)].header_size;
+    i.data = t.data;
+    st_.in_place_bytes += t.nbytes;
+    out_.push_back(std::move(i));
   }
 
   Result<void> add_dense(const StTensor& t, const std::string& llama) {
@@ -455,6 +492,7 @@ Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, Offici
   st.quant = std::string(st.fp8_tensors ? "fp8" : "") + (st.mxfp4_experts ? "+fp4(mxfp4)" : "") +
              (st.nvfp4_experts ? "+nvfp4" : "");
   st.tokenizer_json = cfg.tokenizer_json;
+  st.declared = cfg.declared();
   std::vector<gguf::Shard> shards;
   for (const auto& s : shared->shards()) {
     gguf::Shard g;

@@ -21,7 +21,9 @@
 //   The format is chosen per tensor from its names and dtypes, so the `mtp.*` experts of NVIDIA's
 //   checkpoint (MXFP4) load as MXFP4.
 // - `tid2eid` I64 [vocab, k]: range-checked into I32 {k, vocab}.
-// - `mtp.M.*` (draft blocks): bound under `blk.{n_layer+M}.nextn.*` (loaded, kept, not used).
+// - `mtp.M.*` (draft blocks): bound under `blk.{n_layer+M}.nextn.*` (loaded, kept, not used);
+//   draft tensors without a llama.cpp name (the 0731 release's DSpark heads) are kept byte for
+//   byte as `blk.{n_layer+M}.nextn.raw.<official rest>`.
 // Load cost for the 160 GB checkpoint: one pass over every FP8/FP4 byte (about 148 GB read from
 // the files, the same amount written into anonymous memory). Measured repack rates per core
 // (bench/bench_checkpoint_repack.cpp, bench/README.md): FP4 -> MXFP4 1.3 GB/s, NVFP4 -> NVFP4_S2
@@ -40,6 +42,7 @@ namespace ds4 {
 /// What binding an official checkpoint did (printed by `inspect`).
 struct OfficialCheckpointStats {
   std::string quant;              // "fp8+fp4", "fp8+nvfp4", ... (from the tensors found)
+  std::string declared;           // what config.json / hf_quant_config.json declare (OfficialConfig::declared)
   int tensors = 0;                // safetensors tensors read
   int fp8_tensors = 0;            // FP8 blocks repacked to F8_E4M3_R128
   int mxfp4_experts = 0;          // expert matrices repacked FP4 -> MXFP4

@@ -114,7 +114,31 @@ Result<void> add_tokenizer(const std::string& path, int64_t vocab_size, int64_t 
 
 }  // namespace
 
+std::string OfficialConfig::declared() const {
+  std::string s;
+  if (!quant_method.empty()) s = quant_method + (quant_algo.empty() ? "" : " " + quant_algo) + " (config.json)";
+  if (!hf_quant_algo.empty()) s += (s.empty() ? "" : ", ") + hf_quant_algo + " (hf_quant_config.json)";
+  return s.empty() ? "none" : s;
+}
+
+namespace {
+Result<OfficialConfig> read_official_config_impl(const std::string& folder);
+}  // namespace
+
 Result<OfficialConfig> read_official_config(const std::string& folder) {
+  // nlohmann's typed accessors (value(), get<>) throw on a value of another JSON type; every such
+  // case becomes one input error naming the file instead of an exception.
+  try {
+    return read_official_config_impl(folder);
+  } catch (const json::exception& e) {
+    return Error{(fs::path(folder) / "config.json").string() + " (or tokenizer.json / hf_quant_config.json): a key has "
+                 "an unexpected JSON type: " + e.what()};
+  }
+}
+
+namespace {
+
+Result<OfficialConfig> read_official_config_impl(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
   std::error_code ec;
   if (!fs::exists(path, ec))
@@ -186,6 +210,14 @@ Result<OfficialConfig> read_official_config(const std::string& folder) {
     o.quant_method = c["quantization_config"].value("quant_method", "");
     o.quant_algo = c["quantization_config"].value("quant_algo", "");
   }
+  const std::string hq = (fs::path(folder) / "hf_quant_config.json").string();
+  if (fs::exists(hq, ec)) {
+    DS4_TRY(json h, read_json(hq, "ModelOpt quantization"));
+    if (!h.is_object() || !h.contains("quantization") || !h["quantization"].is_object() ||
+        !h["quantization"].contains("quant_algo") || !h["quantization"]["quant_algo"].is_string())
+      return Error{hq + ": expected {\"quantization\": {\"quant_algo\": ...}} (ModelOpt's side file)"};
+    o.hf_quant_algo = h["quantization"]["quant_algo"].get<std::string>();
+  }
   const std::string tok = (fs::path(folder) / "tokenizer.json").string();
   if (fs::exists(tok, ec)) {
     const int64_t bos = c.contains("bos_token_id") && c["bos_token_id"].is_number_unsigned() ? c["bos_token_id"].get<int64_t>() : -1;
@@ -195,5 +227,7 @@ Result<OfficialConfig> read_official_config(const std::string& folder) {
   }
   return o;
 }
+
+}  // namespace
 
 }  // namespace ds4

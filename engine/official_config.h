@@ -17,6 +17,10 @@ struct OfficialConfig {
   int n_expert = 0;  // n_routed_experts
   std::string quant_method;     // quantization_config.quant_method ("fp8", "modelopt", or "")
   std::string quant_algo;       // quantization_config.quant_algo ("NVFP4" for ModelOpt)
+  std::string hf_quant_algo;    // hf_quant_config.json quantization.quant_algo (ModelOpt's side file), or ""
+  /// What the config files declare, for messages: "fp8 (config.json)", "modelopt NVFP4
+  /// (config.json), NVFP4 (hf_quant_config.json)". The binder decides per tensor regardless.
+  std::string declared() const;
   bool tokenizer_json = false;  // tokenizer.json was found and converted
   gguf::Metadata metadata;      // deepseek4.* (+ tokenizer.ggml.*) keys
 };

@@ -44,9 +44,10 @@ struct InspectArgs {
 InspectArgs args;
 
 CLI::App* setup(CLI::App& app) {
-  auto* s = app.add_subcommand("inspect", "Summarise, validate or dump tensors of a GGUF model (single file or split set)");
+  auto* s = app.add_subcommand("inspect", "Summarise, validate or dump tensors of a model (GGUF file or split set, or a safetensors checkpoint)");
   s->add_option("model,-m,--model", args.model,
-                "GGUF file, or any shard NAME-0000k-of-0000n.gguf of a split set (positional or -m)")
+                "GGUF file, any shard NAME-0000k-of-0000n.gguf of a split set, or a safetensors checkpoint "
+                "(folder, index json, .safetensors); positional or -m")
       ->required();
   s->add_flag("--json", args.json, "Print the summary as JSON");
   s->add_flag("--validate", args.validate,
@@ -325,10 +326,10 @@ int run() {
                               {"shard", t.shard}, {"offset", t.offset}, {"nbytes", t.nbytes}});
   } else {
     if (official)
-      fmt::print("{}: safetensors checkpoint, {} shard(s), {} tensors read ({}), bound as {} deepseek4 tensors, {} of tensor data\n"
+      fmt::print("{}: safetensors checkpoint, {} shard(s), {} tensors read ({}; declared: {}), bound as {} deepseek4 tensors, {} of tensor data\n"
                  "  repacked once at load: {} FP8 tensors -> F8_E4M3_R128, {} FP4 expert matrices -> MXFP4, {} NVFP4 expert "
                  "matrices -> NVFP4_S2 ({} written in {:.2f} s); {} used in place; tokenizer.json: {}\n",
-                 m.path(), m.shards().size(), st.tensors, st.quant, m.tensors().size(), human_bytes(total), st.fp8_tensors,
+                 m.path(), m.shards().size(), st.tensors, st.quant, st.declared, m.tensors().size(), human_bytes(total), st.fp8_tensors,
                  st.mxfp4_experts, st.nvfp4_experts, human_bytes(st.repacked_bytes), st.seconds, human_bytes(st.in_place_bytes),
                  st.tokenizer_json ? "converted" : "absent");
     else

@@ -86,7 +86,7 @@ CLI::Option* chunk_option = nullptr;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
                                        "with predicted tok/s next to baseline policies");
-  s->add_option("-m,--model", args.model, "GGUF model (or any shard of a split set) to read shape and tensor sizes from");
+  s->add_option("-m,--model", args.model, "GGUF model (or any shard of a split set), or a safetensors checkpoint folder, to read shape and tensor sizes from");
   s->add_option("--model-config", args.model_config,
                 "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
   s->add_option("--quant-mix", args.quant_mix, "Quant mix without -m: ds4-q2, iq1_m, mxfp4, q4_k");

@@ -45,6 +45,7 @@ RowDot row_dot_for(GgmlType type) {
     case GgmlType::Q8_0: return dot_row<BlockQ8_0, dot_chunk_q8_0, 1>;
     case GgmlType::MXFP4: return dot_row<BlockMXFP4, dot_chunk_mxfp4, 1>;
     case GgmlType::NVFP4: return dot_row<BlockNVFP4, dot_chunk_nvfp4, 2>;
+    case GgmlType::NVFP4_S2: return dot_row<BlockNVFP4S2, dot_chunk_nvfp4_s2, 2>;
     case GgmlType::Q2_K: return dot_row<BlockQ2_K, dot_chunk_q2_k, 8>;
     case GgmlType::Q4_K: return dot_row<BlockQ4_K, dot_chunk_q4_k, 8>;
     case GgmlType::Q6_K: return dot_row<BlockQ6_K, dot_chunk_q6_k, 8>;

@@ -97,6 +97,13 @@ DS4_HD inline float dot_chunk_nvfp4(const BlockNVFP4& w, int c, const BlockQ8_1&
   return fp16_to_f32(a.d) * ((s0 * float(i0)) + (s1 * float(i1)));
 }
 
+/// ds4-internal NVFP4_S2 (NVIDIA ModelOpt NVFP4 with its tensor scale, blocks.h): the NVFP4 chunk
+/// dot times s2 (one rounding more; exact when s2 is a power of two).
+DS4_HD inline float dot_chunk_nvfp4_s2(const BlockNVFP4S2& w, int c, const BlockQ8_1& a) {
+  const uint32_t bits = uint32_t(w.s2[0]) | uint32_t(w.s2[1]) << 8 | uint32_t(w.s2[2]) << 16 | uint32_t(w.s2[3]) << 24;
+  return dot_chunk_nvfp4(w.b, c, a) * f32_from_bits(bits);
+}
+
 DS4_HD inline float dot_chunk_q2_k(const BlockQ2_K& w, int g, const BlockQ8_1& a) {
   int32_t i1 = 0, i2 = 0;
   for (int k = 0; k < 2; ++k) {

@@ -18,12 +18,13 @@
 
 namespace ds4::test {
 
-/// Copies the fixture folder into `dst`, letting `edit` change tensors (name -> bytes) and the
-/// config JSON before the shards are rewritten with the writer.
+/// Copies the fixture folder into `dst`, letting `edit` change tensors (name -> bytes), the config
+/// JSON, drop tensors or rename them, before the shards are rewritten with the writer.
 inline void doctor(const std::filesystem::path& src, const std::filesystem::path& dst,
             const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit,
             const std::function<void(nlohmann::json&)>& edit_config = {},
-            const std::function<bool(const std::string&)>& drop = {}) {
+            const std::function<bool(const std::string&)>& drop = {},
+            const std::function<std::string(const std::string&)>& rename = {}) {
   auto ck = gguf::SafetensorsCheckpoint::open(src.string());
   ASSERT_TRUE(ck.ok()) << ck.error().message;
   std::vector<std::vector<uint8_t>> store;
@@ -34,8 +35,9 @@ inline void doctor(const std::filesystem::path& src, const std::filesystem::path
     if (drop && drop(t.name)) continue;
     store.emplace_back(t.data, t.data + t.nbytes);
     edit(t.name, store.back());
-    per[size_t(t.shard)].push_back({t.name, t.dtype, t.shape, store.back().data(), store.back().size()});
-    index["weight_map"][t.name] = std::filesystem::path(ck->shards()[size_t(t.shard)].path).filename().string();
+    const std::string name = rename ? rename(t.name) : t.name;
+    per[size_t(t.shard)].push_back({name, t.dtype, t.shape, store.back().data(), store.back().size()});
+    index["weight_map"][name] = std::filesystem::path(ck->shards()[size_t(t.shard)].path).filename().string();
   }
   for (size_t s = 0; s < per.size(); ++s)
     ASSERT_TRUE(gguf::write_safetensors((dst / std::filesystem::path(ck->shards()[s].path).filename()).string(), per[s]).ok());

@@ -147,6 +147,19 @@ TEST(Convert, GgufRoundTripGivesTheFixtureLogits) {
     EXPECT_EQ(u->type, t.type) << t.name;
     EXPECT_EQ(u->ne, t.ne) << t.name;
   }
+  // From the NVFP4 folder: experts re-encoded as MXFP4 (exactly, on this fixture), so the audit
+  // finds the fixture GGUF's values everywhere.
+  if (fs::exists(nvfp4_fixture() / "config.json")) {
+    const fs::path nv = out.parent_path() / "from_nvfp4.gguf";
+    std::vector<std::string> lines;
+    ASSERT_TRUE(convert_to_gguf(nvfp4_fixture().string(), nv.string(), GgufConvertOptions{},
+                                [&](const std::string& s) { lines.push_back(s); }).ok());
+    for (const auto& s : lines) EXPECT_EQ(s.find("lossy"), std::string::npos) << s;
+    auto au = audit_checkpoints(nv.string(), test::tiny_gguf().string());
+    ASSERT_TRUE(au.ok()) << au.error().message;
+    EXPECT_EQ(au->identical, au->tensors);
+    EXPECT_EQ(au->tensors, int(f->tensors().size()));
+  }
   // Lossy expert types go through the quantizers and stay loadable.
   GgufConvertOptions q;
   q.experts = "q8_0";

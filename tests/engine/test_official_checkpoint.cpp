@@ -112,6 +112,7 @@ TEST(OfficialCheckpoint, Nvfp4ExpertsChosenPerTensorAndDecodeLikeMxfp4) {
   EXPECT_EQ(mx, 3);
   EXPECT_EQ(st.nvfp4_experts, 18 * 16);
   EXPECT_EQ(st.mxfp4_experts, 3 * 16);
+  EXPECT_EQ(st.declared, "modelopt NVFP4 (config.json), NVFP4 (hf_quant_config.json)");
 }
 
 std::vector<float> prefill_logits(const std::string& path, Activations act, const std::vector<int32_t>& ids) {
@@ -148,6 +149,12 @@ TEST(OfficialCheckpoint, FolderLogitsBitIdenticalToGguf) {
     const auto b = prefill_logits(nvfp4_folder().string(), Activations::F32, prompts[i].ids);
     EXPECT_TRUE(same_bits(a, b)) << "prompt " << i << ": NVFP4 folder logits differ from the MXFP4 folder's";
   }
+  // With Q8_1 activations the NVFP4 dot sums two 16-element halves per 32 (MXFP4: one 32); on
+  // this fixture both halves carry the same power-of-two scale, so the integer dots still agree
+  // bit for bit (not a property of NVFP4 checkpoints in general).
+  const auto a = prefill_logits(folder().string(), Activations::Q8, prompts[1].ids);
+  const auto b = prefill_logits(nvfp4_folder().string(), Activations::Q8, prompts[1].ids);
+  EXPECT_TRUE(same_bits(a, b)) << "q8: NVFP4 folder logits differ from the MXFP4 folder's";
 }
 
 // The repacked view goes through tensor parallelism and the staging tiers like a GGUF: --tp 2 and
@@ -299,6 +306,10 @@ TEST(OfficialCheckpoint, DoctoredCheckpointsAreRefused) {
        {}, {}, "tensor 'layers.4.ffn.experts.9.w2.scale': row 0 block 1 is 0xFF"},
       {"config key missing", none, [](nlohmann::json& c) { c.erase("o_groups"); }, {}, "config.json: key 'o_groups' missing"},
       {"config scoring", none, [](nlohmann::json& c) { c["scoring_func"] = "sigmoid"; }, {}, "expected 'sqrtsoftplus'"},
+      {"config value of another JSON type", none, [](nlohmann::json& c) { c["model_type"] = 5; }, {}, "unexpected JSON type"},
+      {"config rope_scaling type", none, [](nlohmann::json& c) { c["rope_scaling"]["type"] = 3; }, {}, "unexpected JSON type"},
+      {"config float key not a number", none, [](nlohmann::json& c) { c["rope_theta"] = "10000"; }, {},
+       "key 'rope_theta' is string, expected a number"},
       {"expert missing", none, {}, [](const std::string& n) { return n.rfind("layers.3.ffn.experts.7.w3", 0) == 0; },
        "blk.3.ffn_up_exps.weight: expected 16 routed experts, found 15 (expert 7 missing)"},
       {"FP8 scale missing", none, {}, [](const std::string& n) { return n == "layers.0.attn.wkv.scale"; },
@@ -363,6 +374,55 @@ TEST(OfficialCheckpoint, TokenizerJsonGivesTheGgufTokenizer) {
   auto c = Dsv4Model::open(folder().string(), ModelOptions{});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->tokenizer(), nullptr);
+}
+
+// Draft-block tensors without a llama.cpp name (the 0731 release's DSpark heads) are kept byte for
+// byte under blk.{n_layer}.nextn.raw.*, with their scales; the model still opens and runs.
+TEST(OfficialCheckpoint, UnknownDraftTensorsAreKeptRaw) {
+  const fs::path dst = test::scratch_dir("official_dspark");
+  test::doctor(folder(), dst, [](const std::string&, std::vector<uint8_t>&) {});
+  std::vector<uint8_t> w(256 * 128, 0x38), s(2, 127);
+  const std::vector<float> bias(4, 0.5f);
+  ASSERT_TRUE(gguf::write_safetensors((dst / "extra.safetensors").string(),
+                                      {{"mtp.0.main_proj.weight", gguf::StDtype::F8_E4M3, {128, 256}, w.data(), w.size()},
+                                       {"mtp.0.main_proj.scale", gguf::StDtype::F8_E8M0, {1, 2}, s.data(), s.size()},
+                                       {"mtp.0.markov.bias", gguf::StDtype::F32, {4}, reinterpret_cast<const uint8_t*>(bias.data()), 16}})
+                  .ok());
+  {
+    std::ifstream f(dst / "model.safetensors.index.json");
+    nlohmann::json idx = nlohmann::json::parse(f);
+    for (const char* n : {"mtp.0.main_proj.weight", "mtp.0.main_proj.scale", "mtp.0.markov.bias"})
+      idx["weight_map"][n] = "extra.safetensors";
+    std::ofstream(dst / "model.safetensors.index.json") << idx.dump();
+  }
+  auto v = open_official_checkpoint(dst.string());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const gguf::TensorInfo* a = v->find("blk.6.nextn.raw.main_proj.weight");
+  const gguf::TensorInfo* b = v->find("blk.6.nextn.raw.main_proj.scale");
+  const gguf::TensorInfo* c = v->find("blk.6.nextn.raw.markov.bias");
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(static_cast<GgmlType>(a->type), GgmlType::I8);
+  EXPECT_EQ(a->nbytes, w.size());
+  EXPECT_EQ(std::memcmp(a->data, w.data(), w.size()), 0);
+  EXPECT_EQ(static_cast<GgmlType>(c->type), GgmlType::F32);
+  EXPECT_TRUE(Dsv4Model::open(dst.string(), ModelOptions{}).ok());
+}
+
+// A re-export whose names carry a `model.` prefix binds to the same view.
+TEST(OfficialCheckpoint, ModelPrefixIsAccepted) {
+  const fs::path dst = test::scratch_dir("official_prefix");
+  test::doctor(folder(), dst, [](const std::string&, std::vector<uint8_t>&) {}, {}, {},
+               [](const std::string& n) { return "model." + n; });
+  auto a = open_official_checkpoint(folder().string());
+  auto b = open_official_checkpoint(dst.string());
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  ASSERT_EQ(a->tensors().size(), b->tensors().size());
+  for (const auto& t : a->tensors()) {
+    const gguf::TensorInfo* u = b->find(t.name);
+    ASSERT_TRUE(u) << t.name;
+    EXPECT_EQ(u->type, t.type);
+    EXPECT_EQ(std::memcmp(u->data, t.data, t.nbytes), 0) << t.name;
+  }
 }
 
 TEST(OfficialCheckpoint, InternalTypesAreNotGgufTypes) {

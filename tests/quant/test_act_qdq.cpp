@@ -120,6 +120,24 @@ TEST(InternalTypes, F8R128AndNvfp4S2Decode) {
   cpu::dequantize_row(GgmlType::NVFP4_S2, &n, a.data(), 64);
   cpu::dequantize_row(GgmlType::NVFP4, &n.b, c.data(), 64);
   for (int j = 0; j < 64; ++j) EXPECT_EQ(a[size_t(j)], c[size_t(j)] * s2) << j;
+  // Its Q8_1 dot: the NVFP4 dot of the same blocks times s2 (exact here: s2 is a power of two).
+  std::vector<BlockNVFP4S2> row(4);
+  std::vector<BlockNVFP4> plain(4);
+  for (int k = 0; k < 4; ++k) {
+    row[size_t(k)] = n;
+    const float s = 0.25f;
+    std::memcpy(row[size_t(k)].s2, &s, 4);
+    for (int j = 0; j < 32; ++j) row[size_t(k)].b.qs[j] = uint8_t(j * 13 + k * 5);
+    plain[size_t(k)] = row[size_t(k)].b;
+  }
+  std::vector<float> act(256);
+  for (int j = 0; j < 256; ++j) act[size_t(j)] = std::sin(0.37f * float(j)) * 3.0f;
+  std::vector<uint8_t> q(256 / 32 * 36);
+  cpu::quantize_row_q8_1(act.data(), q.data(), 256);
+  ASSERT_TRUE(cpu::can_dot_q8_1(GgmlType::NVFP4_S2));
+  EXPECT_EQ(cpu::vec_dot_q8_1(GgmlType::NVFP4_S2, row.data(), q.data(), 256),
+            cpu::vec_dot_q8_1(GgmlType::NVFP4, plain.data(), q.data(), 256) * 0.25f);
+  EXPECT_FALSE(cpu::can_dot_q8_1(GgmlType::F8_E4M3_R128));  // FP8 takes the F32 path
   EXPECT_TRUE(ggml_type_geometry(uint32_t(GgmlType::F8_E4M3_R128))->internal);
   EXPECT_FALSE(ggml_type_geometry(uint32_t(GgmlType::MXFP4))->internal);
 }
