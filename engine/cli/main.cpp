@@ -1,6 +1,7 @@
 // engine/cli/main.cpp — the ds4-offload program: dispatches to the registered subcommands.
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include "engine/cli/command.h"
 
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ds4-offload 0.1.0");
   std::vector<std::pair<CLI::App*, ds4::cli::Command*>> subs;
   for (auto& c : ds4::cli::commands()) subs.emplace_back(c.setup(app), &c);
+  // CLI11 allows one-character short names only: llama.cpp's `-np N` (serve) is read as `--np N`.
+  for (int i = 1; i < argc; ++i) if (std::string_view(argv[i]) == "-np") argv[i] = const_cast<char*>("--np");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
