@@ -49,7 +49,10 @@ std::optional<ApiError> get_int(const Json& b, const char* key, int64_t lo, int6
   if (!b.contains(key) || b[key].is_null()) return std::nullopt;
   const Json& v = b[key];
   if (!v.is_number_integer()) return wrong_type(key, "an integer", v);
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= uint64_t(hi) && (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo))
+                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range)
     return bad(key, std::string("'") + key + "': expected an integer in [" + std::to_string(lo) + ", " +
                         std::to_string(hi) + "], found " + v.dump());
   out = v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
