@@ -3,8 +3,10 @@
 // DeepSeek's `reasoning_content` and usage `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`.
 #include "engine/server/http_server.h"
 
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstdio>
@@ -23,6 +25,13 @@
 
 namespace ds4::server {
 namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const unsigned char c = static_cast<unsigned char>(sig);
+  (void)!write(g_signal_pipe[1], &c, 1);  // async-signal-safe
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -425,15 +434,22 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   if (!eng) return eng.error();
   st->engine = std::move(eng).value();
 
-  // SIGINT/SIGTERM are taken by one watcher thread (sigwait), so they must be blocked in every
-  // thread: block them before any thread starts.
-  sigset_t sigs, old;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, &old);
+  // SIGINT/SIGTERM: a handler (any thread may receive the signal, including the model's worker
+  // threads started before this point) writes the signal number to a pipe; a watcher thread reads
+  // it and shuts down outside signal context.
+  if (pipe(g_signal_pipe) != 0) return Error{"cannot create the shutdown pipe"};
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   signal(SIGPIPE, SIG_IGN);
-  auto restore = [&] { pthread_sigmask(SIG_SETMASK, &old, nullptr); };
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    close(g_signal_pipe[0]);
+    close(g_signal_pipe[1]);
+  };
 
   auto sched = Scheduler::create(*st->engine, opts.n_slots, opts.max_queue, opts.prefill_chunk);
   if (!sched) {
@@ -495,8 +511,10 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
 
   std::atomic<bool> signalled{false};
   std::thread watcher([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    unsigned char sig = 0;
+    while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // woken by serve() itself
     signalled = true;
     std::fprintf(stderr, "serve: %s received, cancelling in-flight requests and shutting down\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -508,7 +526,10 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   std::printf("serve: listening on http://%s:%d\n", opts.host.c_str(), port);
   std::fflush(stdout);
   const bool listened = svr.listen_after_bind();
-  if (!signalled) pthread_kill(watcher.native_handle(), SIGTERM);
+  if (!signalled) {
+    const unsigned char zero = 0;
+    (void)!write(g_signal_pipe[1], &zero, 1);
+  }
   watcher.join();
   s.sched->stop();
   restore();
