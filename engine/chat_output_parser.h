@@ -48,6 +48,8 @@ class ChatOutputParser {
   std::vector<ChatOutputEvent> push(std::string_view text);
   /// Ends the output: returns everything held back.
   std::vector<ChatOutputEvent> finish();
+  /// True while no "</think>" (or tool-call block) has ended the reasoning yet.
+  bool in_reasoning() const { return state_ == State::Reasoning; }
 
  private:
   enum class State { Reasoning, Content, Tools };

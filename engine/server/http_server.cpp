@@ -90,6 +90,7 @@ class Pump {
     }
     for (int32_t t : fresh) {
       ++consumed_;
+      if (parser_ && parser_->in_reasoning()) ++reasoning_tokens_;
       feed(stop_.push(utf8_.push(eng_.piece(t))), ev);
       if (stop_.stopped()) {
         job_->cancel = true;  // the scheduler frees the slot at its next step
@@ -112,6 +113,8 @@ class Pump {
   Finish finish() const { return finish_; }
   const std::string& error() const { return error_; }
   int64_t completion_tokens() const { return int64_t(consumed_); }
+  /// Tokens generated while the output was still reasoning (the token that closes it included).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
   void feed(const std::string& text, std::vector<ChatOutputEvent>& ev) {
@@ -132,16 +135,19 @@ class Pump {
   StopMatcher stop_;
   std::optional<ChatOutputParser> parser_;
   size_t consumed_ = 0;
+  int64_t reasoning_tokens_ = 0;
   bool stopped_by_string_ = false;
   Finish finish_ = Finish::None;
   std::string error_;
 };
 
-Json usage_json(int64_t prompt, int64_t completion) {
+// No prefix cache yet: every prompt token is a cache miss.
+Json usage_json(int64_t prompt, const Pump& p) {
   return Json{{"prompt_tokens", prompt},
-              {"completion_tokens", completion},
-              {"total_tokens", prompt + completion},
+              {"completion_tokens", p.completion_tokens()},
+              {"total_tokens", prompt + p.completion_tokens()},
               {"prompt_tokens_details", {{"cached_tokens", 0}}},
+              {"completion_tokens_details", {{"reasoning_tokens", p.reasoning_tokens()}}},
               {"prompt_cache_hit_tokens", 0},
               {"prompt_cache_miss_tokens", prompt}};
 }
@@ -273,7 +279,7 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
       out = {{"id", p->id}, {"object", "text_completion"}, {"created", created}, {"model", model},
              {"choices", Json::array({{{"index", 0}, {"text", content}, {"logprobs", nullptr}, {"finish_reason", fr}}})}};
     }
-    out["usage"] = usage_json(n_prompt, pump->completion_tokens());
+    out["usage"] = usage_json(n_prompt, *pump);
     return send_json(res, 200, out);
   }
 
@@ -330,7 +336,7 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
       ok = chunk(chat ? Json::object() : Json{{"content", ""}}, fr);
       if (ok && include_usage) {
         Json u = {{"id", p->id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                  {"model", model}, {"choices", Json::array()}, {"usage", usage_json(n_prompt, pump->completion_tokens())}};
+                  {"model", model}, {"choices", Json::array()}, {"usage", usage_json(n_prompt, *pump)}};
         const std::string s = "data: " + dump(u) + "\n\n";
         ok = sink.write(s.data(), s.size());
       }

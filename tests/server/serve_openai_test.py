@@ -138,9 +138,11 @@ def run_checks(port, key):
     # --- plain vs streamed, thinking mode: reasoning_content ---
     th = client.chat.completions.create(model="tiny-test", messages=msgs, max_tokens=16, temperature=0)
     reasoning = (th.choices[0].message.model_extra or {}).get("reasoning_content")
-    rparts, cparts = [], []
+    rparts, cparts, susage = [], [], None
     for ch in client.chat.completions.create(model="tiny-test", messages=msgs, max_tokens=16, temperature=0,
-                                             stream=True):
+                                             stream=True, stream_options={"include_usage": True}):
+        if ch.usage is not None:
+            susage = ch.usage
         for c in ch.choices:
             r = (c.delta.model_extra or {}).get("reasoning_content")
             if r:
@@ -150,6 +152,11 @@ def run_checks(port, key):
     check(reasoning is not None and "".join(rparts) == reasoning and
           "".join(cparts) == (th.choices[0].message.content or ""),
           "thinking mode: streamed reasoning_content/content equal the plain reply")
+    rt = th.usage.completion_tokens_details.reasoning_tokens if th.usage.completion_tokens_details else None
+    srt = susage.completion_tokens_details.reasoning_tokens if susage and susage.completion_tokens_details else None
+    check(rt is not None and rt == srt and 0 < rt <= th.usage.completion_tokens and
+          (not th.choices[0].message.content or rt < th.usage.completion_tokens),
+          "thinking mode: usage reasoning_tokens %s (plain) = %s (stream), within completion_tokens" % (rt, srt))
 
     # --- completions: plain vs streamed ---
     cp = client.completions.create(model="tiny-test", prompt="the river bank", max_tokens=12, temperature=0)
