@@ -2,6 +2,7 @@
 // [--api-key KEY] [--model-alias NAME] ...`: loads the model once and serves the OpenAI-compatible
 // API of engine/server/http_server.h until SIGINT/SIGTERM.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "engine/cli/cli_common.h"
@@ -55,6 +56,7 @@ int run() {
   if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
   if (o.max_messages < 1) return fail(cmd, "--max-messages: expected 1 or more");
   if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
+  if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;
   if (o.model_alias.empty()) o.model_alias = std::filesystem::path(args.model.model).stem().string();
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);

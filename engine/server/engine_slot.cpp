@@ -29,6 +29,7 @@ void Slot::start(std::vector<int32_t> prompt, const Sampling& s) {
   prompt_ = std::move(prompt);
   history_ = prompt_;
   fed_ = 0;
+  scripted_ = 0;
   have_last_ = false;
 }
 
@@ -41,9 +42,13 @@ Result<std::optional<int32_t>> Slot::step(int prefill_chunk) {
     if (fed_ < prompt_.size()) return std::optional<int32_t>{};
   } else {
     if (!have_last_) return Error{"internal: slot stepped without a prompt"};
-    if (auto r = session_->eval(std::span<const int32_t>(&last_, 1), nullptr, &logits_); !r) return r.error();
+    if (!script_)
+      if (auto r = session_->eval(std::span<const int32_t>(&last_, 1), nullptr, &logits_); !r) return r.error();
   }
-  last_ = sampler_->sample(logits_, history_);
+  if (script_)
+    last_ = scripted_ < script_->size() ? (*script_)[scripted_++] : tok_eos_;
+  else
+    last_ = sampler_->sample(logits_, history_);
   have_last_ = true;
   history_.push_back(last_);
   return std::optional<int32_t>{last_};
@@ -96,7 +101,14 @@ Result<std::unique_ptr<Slot>> Engine::new_slot() const {
   if (!s) return s.error();
   std::unique_ptr<Slot> slot(new Slot());
   slot->session_ = std::move(s).value();
+  if (scripted_) slot->script_ = &script_;
+  slot->tok_eos_ = tok_->eos_id();
   return slot;
+}
+
+void Engine::set_scripted_output(std::string_view text) {
+  script_ = tok_->encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  scripted_ = true;
 }
 
 std::string Engine::describe() const {

@@ -55,6 +55,9 @@ class Slot {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> history_;
   std::vector<float> logits_;
+  const std::vector<int32_t>* script_ = nullptr;  // Engine::set_scripted_output
+  size_t scripted_ = 0;
+  int32_t tok_eos_ = -1;
   size_t fed_ = 0;
   bool have_last_ = false;
   int32_t last_ = 0;
@@ -84,12 +87,18 @@ class Engine {
   Result<std::unique_ptr<Slot>> new_slot() const;
   /// Model summary for the startup line: "N layers, vocab V, weights X MiB".
   std::string describe() const;
+  /// Diagnostics (DS4_SERVE_SCRIPTED_OUTPUT): slots created afterwards still prefill the prompt
+  /// with the model but then emit the tokens of `text` (parse_special) and end-of-sequence instead
+  /// of sampling, so tests can drive the output parser end to end (tool calls from random weights).
+  void set_scripted_output(std::string_view text);
 
  private:
   Engine() = default;
   std::shared_ptr<Model> model_;
   const Tokenizer* tok_ = nullptr;
   int64_t n_ctx_ = 0;
+  std::vector<int32_t> script_;
+  bool scripted_ = false;
 };
 
 }  // namespace ds4::server

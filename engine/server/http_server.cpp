@@ -439,6 +439,10 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   auto eng = Engine::create(std::move(model), opts.ctx);
   if (!eng) return eng.error();
   st->engine = std::move(eng).value();
+  if (!opts.scripted_output.empty()) {
+    st->engine->set_scripted_output(opts.scripted_output);
+    std::fprintf(stderr, "serve: DS4_SERVE_SCRIPTED_OUTPUT is set: every reply is that text (diagnostics)\n");
+  }
 
   // SIGINT/SIGTERM: a handler (any thread may receive the signal, including the model's worker
   // threads started before this point) writes the signal number to a pipe; a watcher thread reads

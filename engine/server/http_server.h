@@ -29,6 +29,8 @@ struct ServeOptions {
   size_t max_body_bytes = 8u << 20;
   size_t max_messages = 1024;
   int timeout_s = 60;          // read/write timeout per connection (slow clients)
+  /// Diagnostics: every reply is this text (Engine::set_scripted_output) when non-empty.
+  std::string scripted_output;
 };
 
 /// Loads nothing: serves `model` until SIGINT or SIGTERM, then cancels in-flight requests and

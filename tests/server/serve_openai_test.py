@@ -54,14 +54,14 @@ def error_of(data):
         return {}
 
 
-def start_server(exe, model, extra):
+def start_server(exe, model, extra, env=None):
     p = subprocess.Popen([exe, "serve", "-m", model, "--port", "0", "-t", "1"] + extra,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     line = p.stdout.readline()
     m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
     if not m:
         p.kill()
-        print("server did not start:", line, p.stderr.read())
+        print("server did not start:", line)
         sys.exit(1)
     return p, int(m.group(1))
 
@@ -93,6 +93,28 @@ def main():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # Tool calls end to end: random weights cannot write DSML, so a second server replies with a
+    # scripted text (DS4_SERVE_SCRIPTED_OUTPUT, after a real prefill) that the parser must split.
+    # The tools block is ~900 tokens in the tiny vocabulary: this model gets a 4096-token context.
+    cfg = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "models",
+                                      "dsv4-tiny.json")))
+    cfg["context_length"] = 4096
+    cfg_path = os.path.join(a.workdir, "tiny4k.json")
+    json.dump(cfg, open(cfg_path, "w"))
+    model4k = os.path.join(a.workdir, "tiny4k.gguf")
+    subprocess.run([a.exe, "make-tiny", "-o", model4k, "--experts", "q8_0", "--seed", "3", "--config", cfg_path],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ, DS4_SERVE_SCRIPTED_OUTPUT=SCRIPTED)
+    proc2, port2 = start_server(a.exe, model4k, ["--model-alias", "tiny-test"], env)
+    try:
+        run_tool_checks(port2)
+    finally:
+        proc2.send_signal(signal.SIGTERM)
+        try:
+            proc2.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc2.kill()
+            proc2.wait()
     if FAILS:
         print("%d check(s) failed" % len(FAILS))
         return 1
@@ -303,6 +325,62 @@ def run_checks(port, key):
     check(st == 200, "the server serves again after the disconnects (%d)" % st)
     _, _, m = raw(port, "GET", "/metrics", None, auth)
     check(b"ds4_requests_cancelled_total" in m and b"ds4_generated_tokens_total" in m, "/metrics in Prometheus text")
+
+
+D = "\uff5cDSML\uff5c"
+SCRIPTED = ("I should call the tool.</think>Checking.\n\n<" + D + "tool_calls>\n<" + D +
+            "invoke name=\"get_weather\">\n<" + D + "parameter name=\"city\" string=\"true\">Paris</" + D +
+            "parameter>\n<" + D + "parameter name=\"days\" string=\"false\">3</" + D + "parameter>\n</" + D +
+            "invoke>\n</" + D + "tool_calls>")
+
+
+def run_tool_checks(port):
+    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="none", max_retries=0, timeout=60)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+    r = client.chat.completions.create(model="tiny-test", messages=msgs, tools=tools, max_tokens=1000)
+    m = r.choices[0].message
+    calls = m.tool_calls or []
+    check(r.choices[0].finish_reason == "tool_calls" and m.content == "Checking." and
+          (m.model_extra or {}).get("reasoning_content") == "I should call the tool.",
+          "scripted DSML: reasoning, content and finish_reason 'tool_calls' split out (%s, %r, %r, %d tokens)" % (
+              r.choices[0].finish_reason, m.content, (m.model_extra or {}).get("reasoning_content"),
+              r.usage.completion_tokens))
+    check(len(calls) == 1 and calls[0].function.name == "get_weather" and calls[0].id and
+          json.loads(calls[0].function.arguments) == {"city": "Paris", "days": 3},
+          "scripted DSML: one OpenAI tool call with JSON arguments")
+    # Streamed: tool_calls deltas assemble to the same call; no markup reaches content/reasoning.
+    content, reasoning, acc, finish = [], [], {}, None
+    for ch in client.chat.completions.create(model="tiny-test", messages=msgs, tools=tools, max_tokens=1000,
+                                             stream=True):
+        for c in ch.choices:
+            if c.delta.content:
+                content.append(c.delta.content)
+            rc = (c.delta.model_extra or {}).get("reasoning_content")
+            if rc:
+                reasoning.append(rc)
+            for tc in c.delta.tool_calls or []:
+                e = acc.setdefault(tc.index, {"name": "", "arguments": ""})
+                e["name"] += (tc.function.name or "") if tc.function else ""
+                e["arguments"] += (tc.function.arguments or "") if tc.function else ""
+            if c.finish_reason:
+                finish = c.finish_reason
+    leaked = [p for p in content + reasoning if "DSML" in p or "\uff5c" in p or "</think" in p]
+    check("".join(content) == "Checking." and "".join(reasoning) == "I should call the tool." and not leaked,
+          "scripted DSML, streamed: no marker fragment in any delta (%d content deltas)" % len(content))
+    check(finish == "tool_calls" and list(acc) == [0] and acc[0]["name"] == "get_weather" and
+          json.loads(acc[0]["arguments"]) == {"city": "Paris", "days": 3},
+          "scripted DSML, streamed: tool_calls deltas give the same call (%s, %r)" % (finish, acc))
+    # Round trip: the assistant turn with its call and the tool's result go back in.
+    back = msgs + [{"role": "assistant", "content": m.content,
+                    "reasoning_content": (m.model_extra or {}).get("reasoning_content"),
+                    "tool_calls": [{"id": c.id, "type": "function",
+                                    "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                   for c in calls]},
+                   {"role": "tool", "tool_call_id": calls[0].id if calls else "x", "content": "sunny, 21 C"}]
+    r2 = client.chat.completions.create(model="tiny-test", messages=back, tools=tools, max_tokens=1000)
+    check(r2.choices[0].finish_reason == "tool_calls" and r2.usage.prompt_tokens > r.usage.prompt_tokens,
+          "tool result round trip accepted (prompt %d -> %d tokens)" % (r.usage.prompt_tokens, r2.usage.prompt_tokens))
 
 
 if __name__ == "__main__":
