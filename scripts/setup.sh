@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every dependency of ds4-offload, idempotently:
 #  - Debian packages (compiler, CMake, libraries) when any is missing;
-#  - the project's Python virtual environment (.venv) with gguf and numpy (oracle tests only).
+#  - the project's Python virtual environment (.venv) with gguf and numpy (oracle tests only) and
+#    the openai client (server test).
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 # Env:   DS4_SKIP_APT=1  skip the Debian step (for machines managed otherwise).
 set -euo pipefail
@@ -40,5 +41,10 @@ fi
 if ! .venv/bin/python -c "import gguf, numpy, tokenizers" 2>/dev/null; then
   echo "setup: installing gguf, numpy and tokenizers into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "numpy>=1.26" "gguf>=0.17" "tokenizers>=0.15"
+fi
+# The official OpenAI client for the `serve` end-to-end test (tests/server).
+if ! .venv/bin/python -c "import openai" 2>/dev/null; then
+  echo "setup: installing openai into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check "openai>=1.40"
 fi
 echo "setup: done"

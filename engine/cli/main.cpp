@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 #include <vector>
+#include <string_view>
 
 #include "engine/cli/command.h"
 
@@ -56,6 +57,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, ds4::cli::Command*>> subs;
   for (auto& c : ds4::cli::commands()) subs.emplace_back(c.setup(app), &c);
   std::vector<std::string> args = normalized_args(argc, argv);
+  // CLI11 allows one-character short names only: llama.cpp's `-np N` (serve) is read as `--np N`.
+  for (auto& a : args)
+    if (a == "-np") a = "--np";
   // An unknown first word is named as an unknown command, with the list (CLI11 would call it an
   // unexpected argument).
   if (!args.empty() && !args[0].empty() && args[0][0] != '-') {

@@ -51,16 +51,18 @@ TEST(ChatFormat, AssistantAfterLastUserKeepsReasoning) {
   EXPECT_EQ(render(m, ThinkingMode::Thinking), B + U + "q" + A + "<think>r</think>a" + E);
 }
 
-TEST(ChatFormat, ConsecutiveUsersGetOnePrefix) {
+TEST(ChatFormat, ConsecutiveUsersAreOneTurn) {
+  // encoding_dsv4.py merge_tool_messages: user messages in a row become one user turn whose parts
+  // are joined by a blank line.
   std::vector<ChatMessage> m = {{"user", "a", ""}, {"user", "b", ""}};
-  EXPECT_EQ(render(m, ThinkingMode::Chat), B + U + "a" + U + "b" + A + "</think>");
+  EXPECT_EQ(render(m, ThinkingMode::Chat), B + U + "a\n\nb" + A + "</think>");
 }
 
 TEST(ChatFormat, RejectsBadMessages) {
-  std::vector<ChatMessage> bad_role = {{"tool", "x", ""}};
+  std::vector<ChatMessage> bad_role = {{"function", "x", ""}};
   auto r = render_chat(bad_role, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("\"tool\""), std::string::npos);
+  EXPECT_NE(r.error().message.find("\"function\""), std::string::npos);
   std::vector<ChatMessage> late_system = {{"user", "x", ""}, {"system", "y", ""}};
   EXPECT_FALSE(render_chat(late_system, {}).ok());
   ChatOptions no_bos;

@@ -1,0 +1,70 @@
+// engine/cli/cmd_serve.cpp — `ds4-offload serve -m MODEL [--host H] [--port P] [-np N] [--ctx N]
+// [--api-key KEY] [--model-alias NAME] ...`: loads the model once and serves the OpenAI-compatible
+// API of engine/server/http_server.h until SIGINT/SIGTERM.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/cli/cli_common.h"
+#include "engine/cli/command.h"
+#include "engine/server/http_server.h"
+
+namespace ds4::cli {
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  server::ServeOptions opts;
+};
+ServeArgs args;
+
+CLI::App* setup(CLI::App& app) {
+  auto* s = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API (chat, completions, models, metrics)");
+  auto& o = args.opts;
+  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  s->add_option("--host", o.host, "Address to listen on (loopback by default)")->capture_default_str();
+  s->add_option("--port", o.port, "Port (0 = any free port; the chosen one is printed)")->capture_default_str();
+  s->add_option("--np,--parallel", o.n_slots, "Sequence slots served together (-np N is accepted too)")
+      ->capture_default_str();
+  s->add_option("--ctx", o.ctx, "Context per slot in tokens (0 = the model's context_length)")->capture_default_str();
+  s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
+      ->capture_default_str();
+  s->add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens prefilled per scheduler step")->capture_default_str();
+  s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
+  s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
+  s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
+  s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
+  s->add_option("--timeout", o.timeout_s, "Read/write timeout per connection in seconds (slow clients)")
+      ->capture_default_str();
+  s->add_option("--activations", args.model.activations,
+                "Matrix-product activations: f32 (exactly decoded weights, FP32 math) or q8 (Q8_1 integer dots)")
+      ->capture_default_str();
+  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
+  add_parallel_options(s, args.model, /*experts_tier=*/true);
+  add_plan_option(s, args.model);
+  return s;
+}
+
+int run() {
+  const char* cmd = "serve";
+  auto& o = args.opts;
+  if (o.n_slots < 1 || o.n_slots > 256) return fail(cmd, "-np/--np: expected 1 to 256 slots, found " + std::to_string(o.n_slots));
+  if (o.max_queue < 0 || o.max_queue > 4096) return fail(cmd, "--queue: expected 0 to 4096, found " + std::to_string(o.max_queue));
+  if (o.prefill_chunk < 1) return fail(cmd, "--prefill-chunk: expected 1 or more, found " + std::to_string(o.prefill_chunk));
+  if (o.port < 0 || o.port > 65535) return fail(cmd, "--port: expected 0 to 65535, found " + std::to_string(o.port));
+  if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
+  if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
+  if (o.max_messages < 1) return fail(cmd, "--max-messages: expected 1 or more");
+  if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
+  if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;
+  if (o.model_alias.empty()) o.model_alias = std::filesystem::path(args.model.model).stem().string();
+  auto model = load_model(args.model, cmd);
+  if (!model) return fail(cmd, model.error().message);
+  if (auto r = server::serve(model.value(), o); !r) return fail(cmd, r.error().message);
+  return 0;
+}
+
+const CommandRegistrar reg{{"serve", setup, run}};
+
+}  // namespace
+}  // namespace ds4::cli

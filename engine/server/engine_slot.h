@@ -1,0 +1,104 @@
+// engine/server/engine_slot.h — the server's only door into the engine: a loaded model with its
+// tokenizer (Engine) and one sequence slot each (Slot), through the public Session, Tokenizer and
+// Sampler API. Everything else in engine/server works on token ids and text, so when the batched
+// forward pass lands (one eval for all slots per step) only engine_slot.cpp changes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ds4/result.h"
+
+namespace ds4 {
+class Model;
+class Session;
+class Sampler;
+class Tokenizer;
+}  // namespace ds4
+
+namespace ds4::server {
+
+/// Sampling of one request (OpenAI defaults: temperature 1, top_p 1; top_k 0 and min_p 0 = off).
+/// temperature <= 0 is greedy (argmax, ties to the lower id).
+struct Sampling {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+};
+
+/// One sequence: its own Session (state, position) and sampler. Not thread-safe.
+class Slot {
+ public:
+  ~Slot();
+  /// Resets the sequence and queues `prompt` (non-empty ids < vocab) for prefill.
+  void start(std::vector<int32_t> prompt, const Sampling& s);
+  /// One unit of work: a prefill chunk of up to `prefill_chunk` prompt tokens, or (prompt done)
+  /// one decode step. Returns the next sampled token once the whole prompt has been fed (the
+  /// first after the last prefill chunk), else nullopt. The previously returned token is fed
+  /// before the next is sampled. Errors: the engine's eval errors (e.g. context exceeded).
+  Result<std::optional<int32_t>> step(int prefill_chunk);
+  /// Bytes of this slot's sequence state.
+  uint64_t state_bytes() const;
+
+ private:
+  friend class Engine;
+  Slot() = default;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<Sampler> sampler_;
+  std::vector<int32_t> prompt_;
+  std::vector<int32_t> history_;
+  std::vector<float> logits_;
+  const std::vector<int32_t>* script_ = nullptr;  // Engine::set_scripted_output
+  size_t scripted_ = 0;
+  int32_t tok_eos_ = -1;
+  size_t fed_ = 0;
+  bool have_last_ = false;
+  int32_t last_ = 0;
+};
+
+/// A loaded model and its tokenizer, shared by all slots. Thread-safe except new_slot().
+class Engine {
+ public:
+  /// Wraps `model`; `ctx` is the served context (tokens; 0 = the model's context_length). Errors:
+  /// no tokenizer, tokenizer/vocab size mismatch, ctx above the model's context_length or < 2.
+  static Result<std::unique_ptr<Engine>> create(std::shared_ptr<Model> model, int64_t ctx);
+  ~Engine();
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t vocab() const;
+  int32_t eos_id() const;
+  /// Tokenizes `text`; BOS first when `add_bos` and the vocabulary has one.
+  std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special) const;
+  /// Bytes of token `id` as generated text (control tokens rendered, so "<think>"-style markers
+  /// reach the output parser); `id` must be < vocab().
+  std::string piece(int32_t id) const;
+  /// Concatenated bytes of `ids` (may end inside a UTF-8 character); ids must be < vocab().
+  std::string detokenize(std::span<const int32_t> ids) const;
+  /// Checks the ranges of `s` (the Error names the parameter, range and value).
+  Result<void> check(const Sampling& s) const;
+  /// A new slot with its own Session. Errors: Session::create errors.
+  Result<std::unique_ptr<Slot>> new_slot() const;
+  /// Model summary for the startup line: "N layers, vocab V, weights X MiB".
+  std::string describe() const;
+  /// Diagnostics (DS4_SERVE_SCRIPTED_OUTPUT): slots created afterwards still prefill the prompt
+  /// with the model but then emit the tokens of `text` (parse_special) and end-of-sequence instead
+  /// of sampling, so tests can drive the output parser end to end (tool calls from random weights).
+  void set_scripted_output(std::string_view text);
+
+ private:
+  Engine() = default;
+  std::shared_ptr<Model> model_;
+  const Tokenizer* tok_ = nullptr;
+  int64_t n_ctx_ = 0;
+  std::vector<int32_t> script_;
+  bool scripted_ = false;
+};
+
+}  // namespace ds4::server
