@@ -21,12 +21,13 @@ ServeArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API (chat, completions, models, metrics)");
   auto& o = args.opts;
-  s->add_option("-m,--model", args.model.model, "Model GGUF")->required();
+  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true});
   s->add_option("--host", o.host, "Address to listen on (loopback by default)")->capture_default_str();
   s->add_option("--port", o.port, "Port (0 = any free port; the chosen one is printed)")->capture_default_str();
   s->add_option("--np,--parallel", o.n_slots, "Sequence slots served together (-np N is accepted too)")
       ->capture_default_str();
-  s->add_option("--ctx", o.ctx, "Context per slot in tokens (0 = the model's context_length)")->capture_default_str();
+  s->add_option("--ctx", o.ctx, "Context per slot in tokens, same as -c/--ctx-size (0 = the model's context_length)")
+      ->capture_default_str();
   s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
       ->capture_default_str();
   s->add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens prefilled per scheduler step")->capture_default_str();
@@ -36,12 +37,6 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
   s->add_option("--timeout", o.timeout_s, "Read/write timeout per connection in seconds (slow clients)")
       ->capture_default_str();
-  s->add_option("--activations", args.model.activations,
-                "Matrix-product activations: f32 (exactly decoded weights, FP32 math) or q8 (Q8_1 integer dots)")
-      ->capture_default_str();
-  s->add_option("-t,--threads", args.model.threads, "CPU threads (0 = all)")->capture_default_str();
-  add_parallel_options(s, args.model, /*experts_tier=*/true);
-  add_plan_option(s, args.model);
   return s;
 }
 
@@ -52,6 +47,7 @@ int run() {
   if (o.max_queue < 0 || o.max_queue > 4096) return fail(cmd, "--queue: expected 0 to 4096, found " + std::to_string(o.max_queue));
   if (o.prefill_chunk < 1) return fail(cmd, "--prefill-chunk: expected 1 or more, found " + std::to_string(o.prefill_chunk));
   if (o.port < 0 || o.port > 65535) return fail(cmd, "--port: expected 0 to 65535, found " + std::to_string(o.port));
+  if (o.ctx == 0) o.ctx = args.model.ctx_size;
   if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
   if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
   if (o.max_messages < 1) return fail(cmd, "--max-messages: expected 1 or more");
