@@ -36,6 +36,7 @@ struct ModelArgs {
   int tp = 1;                       // tensor-parallel ranks (1, 2, 4, 8)
   std::string experts_tier;         // "" (GGUF mapping), resident, host, nvme
   std::string plan;                 // placement plan file (ModelOptions::expert_plan); "" = none
+  std::string backend = "auto";     // compute backend (ModelOptions::backend): cpu or auto
 };
 
 /// Error when `output` (given with option `option`) names the same file as one of `inputs`:
@@ -49,7 +50,7 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
 /// output path fails first, with nothing written. Empty paths are fine (no output asked for).
 Result<void> check_output_writable(const std::string& path, const char* option);
 
-/// Adds --tp (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
+/// Adds --tp, --backend (and, with `experts_tier`, --experts-tier) bound to `a` to subcommand `s`.
 void add_parallel_options(CLI::App* s, ModelArgs& a, bool experts_tier);
 
 /// Adds --plan FILE bound to `a.plan` to subcommand `s`: routed experts where a `plan --json`

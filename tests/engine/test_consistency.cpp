@@ -87,10 +87,10 @@ TEST(Consistency, StateSaveRestoreReplaysTheSameLogits) {
   const auto seq = long_sequence();
   Dsv4Session s(*m);
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data(), 300), nullptr, nullptr).ok());
-  const SequenceState saved = s.state();
+  const std::vector<uint8_t> saved = s.save_state();
   std::vector<float> a, b;
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data() + 300, 20), &a, nullptr).ok());
-  s.set_state(saved);
+  ASSERT_TRUE(s.restore_state(saved).ok());
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data() + 300, 20), &b, nullptr).ok());
   EXPECT_EQ(a, b);
   s.reset();

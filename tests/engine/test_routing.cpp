@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "engine/moe_routing.h"
-#include "engine/topk.h"
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
 
 TEST(TopK, TiesBreakByLowerIndex) {
   std::vector<float> s = {1, 3, 3, 2, 3};

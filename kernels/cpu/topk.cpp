@@ -1,11 +1,12 @@
-// engine/topk.cpp — see topk.h.
-#include "engine/topk.h"
-
+// kernels/cpu/topk.cpp — the topk op's selection: the k largest, descending, ties to the lower
+// index, NaN after every number (a total order, so the result is unique).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace ds4 {
+#include "kernels/cpu/ops.h"
+
+namespace ds4::cpu {
 
 std::vector<int32_t> topk_desc(const float* scores, int64_t n, int64_t k) {
   k = std::min(k, n);
@@ -24,4 +25,4 @@ std::vector<int32_t> topk_desc(const float* scores, int64_t n, int64_t k) {
   return idx;
 }
 
-}  // namespace ds4
+}  // namespace ds4::cpu
