@@ -207,9 +207,13 @@ class CpuDevice final : public Device {
     const cpu::F32Rows X = f32(x);
     const float* fr = fptr(freqs);
     const int32_t* P = i32(pos).p;
-    rows_par(x.ne1, heads * half * 40, [&](int64_t a, int64_t b) {
-      for (int64_t t = a; t < b; ++t)
-        for (int64_t h = 0; h < heads; ++h) cpu::rope_apply(X.row(t) + h * D, D, fr, half, P[t], inverse);
+    rows_par(x.ne1, (heads + 20) * half * 4, [&](int64_t a, int64_t b) {
+      thread_local std::vector<float> cs;
+      if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+      for (int64_t t = a; t < b; ++t) {
+        cpu::rope_angles(fr, half, P[t], cs.data());  // once per row, shared by its heads
+        for (int64_t h = 0; h < heads; ++h) cpu::rope_apply_cs(X.row(t) + h * D, D, cs.data(), half, inverse);
+      }
     });
   }
   void compressor(Stream&, const Tensor& a, const Tensor& g, const Tensor& ape, const Tensor& norm, float eps,

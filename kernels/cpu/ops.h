@@ -113,6 +113,10 @@ void hc_head_row(const float* x, const float* fn, const float* scale, const floa
 /// angle float(pos) * freqs[i] (one FP32 product), cos/sin from kernels/quant/math.h; `inverse`
 /// applies the conjugate.
 void rope_apply(float* x, int64_t dim, const float* freqs, int half, int64_t pos, bool inverse);
+/// The rotation of position pos: cs[2i] = cos, cs[2i+1] = sin of float(pos) * freqs[i] (i < half).
+void rope_angles(const float* freqs, int half, int64_t pos, float* cs);
+/// rope_apply with the rotation precomputed by rope_angles (bit-identical; shared by all heads).
+void rope_apply_cs(float* x, int64_t dim, const float* cs, int half, bool inverse);
 
 // ---- compressor.cpp (REF Compressor.forward) -----------------------------------------------
 /// Number of compressed blocks visible to a query at position `pos` (0-based): complete ones.

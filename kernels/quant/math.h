@@ -4,23 +4,24 @@
 //
 // Method (our own, classic): every function takes an FP32 argument, evaluates in IEEE double with
 // round-to-nearest and no fused multiply-add (-ffp-contract=off on the host, --fmad=false for CUDA
-// files that use it), and rounds the result to FP32 once. Only +, -, *, / and floor are used, which
+// files that use it), and rounds the result to FP32 once. Only +, -, * and / are used, which
 // IEEE 754 makes bit-reproducible on every conforming machine.
-// - exp: x = k ln2 + r, k = floor(x log2e + 1/2), r by Cody-Waite with a two-part ln2 (the high
-//   part has 32 significant bits, so k*ln2_hi is exact for |k| < 2^21); e^r by its Taylor series
-//   to r^12 (|r| <= 0.35: truncation < 4e-15 relative); times 2^k built from the exponent bits.
+// - exp: x = k ln2 + r, k = round(x log2e) (the 1.5*2^52 shift: round to nearest even by two
+//   exact adds), r by Cody-Waite with a two-part ln2 (the high part has 32 significant bits, so
+//   k*ln2_hi is exact for |k| < 2^21); e^r by its Taylor series to r^11 (|r| <= 0.35: truncation
+//   < 3e-13 relative); times 2^k built from the exponent bits.
 // - log: u = m 2^e with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = (m-1)/(m+1), by the
 //   odd series to s^21 (|s| <= 0.172: truncation < 1e-17); + e ln2.
 // - log1p: u = 1 + x in double; log1p(x) = ln(u) * (x / (u - 1)) (D. Goldberg, "What every
 //   computer scientist should know about floating-point arithmetic", 1991, Theorem 4), x when u == 1.
-// - sin/cos: k = floor(a 2/pi + 1/2), r = a - k pi/2 by a three-part pi/2 (fdlibm's split; exact
-//   products for |k| < 2^20, i.e. |a| < 1.6e6, which covers RoPE angles pos*freq with pos < 1.6M);
-//   Taylor series of sin to r^17 and cos to r^18 on |r| <= pi/4 (truncation < 1e-16), then the
-//   quadrant k mod 4.
+// - sin/cos: k = round(a 2/pi) (the same shift), r = a - k pi/2 by a three-part pi/2 (fdlibm's
+//   split; exact products for |k| < 2^20, i.e. |a| < 1.6e6, which covers RoPE angles pos*freq
+//   with pos < 1.6M); Taylor series of sin to r^15 and cos to r^16 on |r| <= pi/4 (truncation
+//   < 2e-14), then the quadrant k mod 4.
 // - sqrt: IEEE 754 square root, correctly rounded by definition (std::sqrt / __fsqrt_rn), so both
 //   backends agree without an own implementation.
-// Accuracy vs the correctly rounded FP32 result: the double evaluation is accurate to ~1e-15
-// relative, so the FP32 result is correctly rounded except when the exact value lies within ~1e-15
+// Accuracy vs the correctly rounded FP32 result: the double evaluation is accurate to ~1e-13
+// relative, so the FP32 result is correctly rounded except when the exact value lies within ~1e-13
 // of a rounding boundary (then 1 ulp); tests/quant/test_math.cpp checks <= 1 ulp vs libm in double.
 #pragma once
 
@@ -64,16 +65,21 @@ DS4_HD inline double f64_from_bits(uint64_t u) {
 #endif
 }
 
+/// Round-to-nearest-even of |t| < 2^51 by the 1.5*2^52 shift (exact IEEE adds, no library call).
+DS4_HD inline double round_shift(double t) {
+  const double shift = 6755399441055744.0;  // 1.5 * 2^52
+  return (t + shift) - shift;
+}
+
 /// e^x in double for a float argument in [-104, 89] (see the file comment).
 DS4_HD inline double exp_d(double x) {
   const double log2e = 1.4426950408889634;
   const double ln2_hi = 6.93147180369123816490e-01;  // fdlibm ln2_hi (32 significant bits)
   const double ln2_lo = 1.90821492927058770002e-10;
-  const double k = floor(x * log2e + 0.5);
-  const double r = (x - k * ln2_hi) - k * ln2_lo;
-  // Taylor series, Horner from r^12/12!.
-  double p = 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
+  const double k = round_shift(x * log2e);
+  const double r = (x - k * ln2_hi) - k * ln2_lo;  // |r| <= 0.3466
+  // Taylor series to r^11/11! (truncation < 3e-13 relative), Horner.
+  double p = 1.0 / 39916800.0;
   p = p * r + 1.0 / 3628800.0;
   p = p * r + 1.0 / 362880.0;
   p = p * r + 1.0 / 40320.0;
@@ -158,12 +164,12 @@ DS4_HD inline void sincos_f32(float a, float* s, float* c) {
   const double pio2_1 = 1.57079632673412561417e+00;   // fdlibm: first 33 bits of pi/2
   const double pio2_2 = 6.07710050630396597660e-11;   // next 33 bits
   const double pio2_2t = 2.02226624879595063154e-21;  // pi/2 - (pio2_1 + pio2_2)
-  const double k = floor(x * two_over_pi + 0.5);
-  const double r = ((x - k * pio2_1) - k * pio2_2) - k * pio2_2t;
+  const double k = math_detail::round_shift(x * two_over_pi);
+  const double r = ((x - k * pio2_1) - k * pio2_2) - k * pio2_2t;  // |r| <= pi/4 (+ rounding)
   const double r2 = r * r;
-  // sin r = r (1 - r^2/3! + ... + r^16/17!), cos r = 1 - r^2/2! + ... + r^18/18!.
-  double ps = 1.0 / 355687428096000.0;
-  ps = ps * r2 - 1.0 / 1307674368000.0;
+  // sin r = r (1 - r^2/3! + ... + r^14/15!), cos r = 1 - r^2/2! + ... + r^16/16! (truncation
+  // < 2e-14 resp. 1e-15 on |r| <= pi/4).
+  double ps = -1.0 / 1307674368000.0;
   ps = ps * r2 + 1.0 / 6227020800.0;
   ps = ps * r2 - 1.0 / 39916800.0;
   ps = ps * r2 + 1.0 / 362880.0;
@@ -172,8 +178,7 @@ DS4_HD inline void sincos_f32(float a, float* s, float* c) {
   ps = ps * r2 - 1.0 / 6.0;
   ps = ps * r2 + 1.0;
   const double sr = r * ps;
-  double pc = 1.0 / 6402373705728000.0;
-  pc = pc * r2 + 1.0 / 20922789888000.0;
+  double pc = 1.0 / 20922789888000.0;
   pc = pc * r2 - 1.0 / 87178291200.0;
   pc = pc * r2 + 1.0 / 479001600.0;
   pc = pc * r2 - 1.0 / 3628800.0;
