@@ -73,7 +73,7 @@ Logits run_batched(const std::shared_ptr<Model>& m, const std::vector<Plan>& pla
   Logits out(static_cast<size_t>(n));
   std::vector<std::unique_ptr<Session>> ss;
   for (int i = 0; i < n; ++i) ss.push_back(std::move(Session::create(m).value()));
-  std::vector<size_t> next(size_t(n), 0), at(size_t(n), 0);
+  std::vector<size_t> next(static_cast<size_t>(n), 0), at(static_cast<size_t>(n), 0);
   std::mt19937 g(seed);
   for (int step = 0;; ++step) {
     std::vector<int> who;
