@@ -1,6 +1,7 @@
 // engine/sequence_state.cpp — see sequence_state.h.
 #include "engine/sequence_state.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -96,9 +97,12 @@ Result<void> SequenceState::restore(std::span<const uint8_t> blob) {
     return Error{"sequence state: expected a blob of at least " + std::to_string(sizeof h) + " bytes, found " +
                  std::to_string(blob.size())};
   std::memcpy(&h, blob.data(), sizeof h);
-  if (h.magic != kMagic || h.version != kVersion)
-    return Error{"sequence state: expected magic DS4S version " + std::to_string(kVersion) + ", found magic 0x" +
-                 std::to_string(h.magic) + " version " + std::to_string(h.version)};
+  if (h.magic != kMagic || h.version != kVersion) {
+    char found[64];
+    std::snprintf(found, sizeof found, "magic 0x%08x version %u", h.magic, h.version);
+    return Error{"sequence state: expected magic 0x" + std::string("53345344") + " (DS4S) version " +
+                 std::to_string(kVersion) + ", found " + found};
+  }
   if (h.n_layer != c_->n_layer)
     return Error{"sequence state: expected " + std::to_string(c_->n_layer) + " layers, found " +
                  std::to_string(h.n_layer)};
