@@ -38,7 +38,29 @@ void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n,
     return;
   }
   thread_local std::vector<float> row;
-  for (int64_t r = r0; r < r1; ++r) {
+  int64_t r = r0;
+  if (n < 4) {
+    // Few tokens: four rows at a time against each token (independent accumulator chains; each
+    // result bit-identical to dot_f32 of its row).
+    for (; r + 4 <= r1; r += 4) {
+      const float* wr[4];
+      if (w.type == GgmlType::F32) {
+        for (int k = 0; k < 4; ++k) wr[k] = reinterpret_cast<const float*>(w.row(r + k));
+      } else {
+        if (row.size() < static_cast<size_t>(4 * in)) row.resize(static_cast<size_t>(4 * in));
+        for (int k = 0; k < 4; ++k) {
+          dequantize_row(w.type, w.row(r + k), row.data() + k * in, in);
+          wr[k] = row.data() + k * in;
+        }
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        float o[4];
+        dot_f32_rows4(wr, x.row(t), in, o);
+        for (int k = 0; k < 4; ++k) y.row(t)[r + k] = o[k];
+      }
+    }
+  }
+  for (; r < r1; ++r) {
     const float* wr;
     if (w.type == GgmlType::F32) {
       wr = reinterpret_cast<const float*>(w.row(r));

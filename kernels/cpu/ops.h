@@ -44,6 +44,8 @@ struct WRows {
 float dot_f32(const float* a, const float* b, int64_t n);
 /// Four dot products of `w` with x[0..3] (each bit-identical to dot_f32(w, x[k], n)).
 void dot_f32_x4(const float* w, const float* const* x, int64_t n, float* out);
+/// Four dot products of rows w[0..3] with `x` (each bit-identical to dot_f32(w[k], x, n)).
+void dot_f32_rows4(const float* const* w, const float* x, int64_t n, float* out);
 
 // ---- matmul.cpp ----------------------------------------------------------------------------
 /// Reusable per-call scratch of a matmul (quantized activations); owned by the caller so that
