@@ -100,8 +100,12 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
   const int64_t dim = c_.dim;
   const int hc = c_.hc, mix_rows = (2 + hc) * hc;
   // Validate the batch, lay out its rows.
-  std::vector<Seg> segs;
-  std::vector<int32_t> tok_h, pos_h;
+  std::vector<Seg>& segs = segs_;
+  std::vector<int32_t>& tok_h = tok_host_;
+  std::vector<int32_t>& pos_h = pos_host_;
+  segs.clear();
+  tok_h.clear();
+  pos_h.clear();
   for (const SeqChunk& ch : batch) {
     DS4_CHECK(ch.st != nullptr && !ch.tokens.empty());
     for (const Seg& s : segs) DS4_CHECK(s.chunk->st != ch.st);  // one chunk per sequence
@@ -200,9 +204,22 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
     DS4_TRY_VOID(dev_.all_gather(s_, *comm_, part, all));
     for (int64_t r = 0; r < R; ++r) dev_.copy(s_, all.plane(r), lg.cols_view(r * vr, (r + 1) * vr));
   }
-  // The one logits download of the step, then each chunk's rows.
-  std::vector<float> host(static_cast<size_t>(rows * c_.vocab));
-  dev_.download(s_, lg, host.data(), host.size() * 4);
+  // The one logits download of the step, then each chunk's rows (straight into the chunk's
+  // vector when one chunk wants logits).
+  const size_t total = static_cast<size_t>(rows * c_.vocab);
+  for (const Seg& s : segs) {
+    if (!s.chunk->logits) continue;
+    const int64_t mine = s.chunk->all_rows ? s.r1 - s.r0 : 1;
+    if (mine != rows) break;  // other chunks want logits too
+    {
+      s.chunk->logits->resize(total);
+      dev_.download(s_, lg, s.chunk->logits->data(), total * 4);
+      return ok();
+    }
+  }
+  std::vector<float>& host = logits_host_;
+  host.resize(total);
+  dev_.download(s_, lg, host.data(), total * 4);
   int64_t at = 0;
   for (const Seg& s : segs) {
     if (!s.chunk->logits) continue;

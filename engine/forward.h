@@ -119,6 +119,10 @@ class Forward {
   comm::Comm* comm_ = nullptr;  // null when R = 1
   Workspace ws_;
   std::vector<int32_t> ids_host_;  // routed expert ids of the current layer (downloaded)
+  // Per-eval host scratch kept between calls (no allocation in steady state).
+  std::vector<Seg> segs_;
+  std::vector<int32_t> tok_host_, pos_host_, step_experts_;
+  std::vector<float> logits_host_;
 };
 
 }  // namespace ds4

@@ -46,12 +46,14 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   // Announce this step's experts (ascending, distinct, owned by this rank) to the store: a caching
   // store reserves their slots so loading one never evicts another this step needs. Released by
   // end_step after the loop, on the error path too.
-  std::vector<int> step_experts;
+  std::vector<int32_t>& step_experts = step_experts_;
+  step_experts.clear();
   for (int32_t e : ids_host_)
     if (shard_.owns_expert(l, e)) step_experts.push_back(e);
   std::sort(step_experts.begin(), step_experts.end());
   step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
-  if (auto b = w_.experts->begin_step(l, step_experts); !b) failed = b.error();
+  if (auto b = w_.experts->begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
+    failed = b.error();
   const dev::Tensor Y = ws_.f32(dim, std::min(n, block) * K);
   for (int64_t t0 = 0; t0 < n; t0 += block) {
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;

@@ -269,11 +269,13 @@ class CpuDevice final : public Device {
     const int64_t k = out.ne0;
     DS4_CHECK(scores.ne1 == out.ne1);
     rows_par(out.ne1, std::max<int64_t>(1, scores.ne0) * 8, [&](int64_t a, int64_t b) {
+      thread_local std::vector<int32_t> idx;
+      if (idx.size() < static_cast<size_t>(scores.ne0)) idx.resize(static_cast<size_t>(scores.ne0));
       for (int64_t t = a; t < b; ++t) {
         const int64_t nvis = std::min<int64_t>(scores.ne0, cpu::compressed_visible(pos0 + t, ratio));
-        const std::vector<int32_t> sel = cpu::topk_desc(S.row(t), nvis, k);
         int32_t* o = O.row(t);
-        for (int64_t i = 0; i < k; ++i) o[i] = i < static_cast<int64_t>(sel.size()) ? sel[i] : -1;
+        const int64_t m = cpu::topk_desc_into(S.row(t), nvis, k, o, idx.data());
+        for (int64_t i = m; i < k; ++i) o[i] = -1;
       }
     });
   }
@@ -344,20 +346,20 @@ class CpuDevice final : public Device {
     const cpu::I32Rows T = hash ? i32(tid2eid) : cpu::I32Rows{};
     const int32_t* tok = hash ? i32(tokens).p : nullptr;
     DS4_CHECK(!hash || tid2eid.ne0 == K);
+    DS4_CHECK(K <= E);
     rows_par(n, E * 40, [&](int64_t a, int64_t e) {
+      thread_local std::vector<float> scratch;
+      thread_local std::vector<int32_t> iscratch;
+      if (scratch.size() < static_cast<size_t>(2 * E)) scratch.resize(static_cast<size_t>(2 * E));
+      if (iscratch.size() < static_cast<size_t>(E)) iscratch.resize(static_cast<size_t>(E));
       for (int64_t t = a; t < e; ++t) {
         const int32_t* h = nullptr;
         if (hash) {
           DS4_CHECK(tok[t] >= 0 && tok[t] < tid2eid.ne1);
           h = T.row(tok[t]);
         }
-        const cpu::Routing r =
-            cpu::route_token(L.row(t), static_cast<int>(E), static_cast<int>(K), b, h, normalize, route_scale);
-        DS4_CHECK(static_cast<int64_t>(r.experts.size()) == K);
-        for (int64_t k = 0; k < K; ++k) {
-          I.row(t)[k] = r.experts[k];
-          Wt.row(t)[k] = r.weights[k];
-        }
+        cpu::route_token_into(L.row(t), static_cast<int>(E), static_cast<int>(K), b, h, normalize, route_scale, I.row(t),
+                              Wt.row(t), scratch.data(), iscratch.data());
       }
     });
   }

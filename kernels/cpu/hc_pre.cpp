@@ -9,16 +9,15 @@
 
 namespace ds4::cpu {
 
-HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, int hc, int iters, float eps) {
-  HcMix r;
-  r.pre.resize(hc);
-  r.post.resize(hc);
-  r.comb.resize(static_cast<size_t>(hc) * hc);
+void hc_split_sinkhorn_row(const float* m, const float* scale, const float* base, int hc, int iters, float eps,
+                           float* mix_row) {
+  float* pre = mix_row;
+  float* post = mix_row + hc;
+  float* c = mix_row + 2 * hc;
   for (int j = 0; j < hc; ++j) {
-    r.pre[j] = quant::sigmoid_f32(m[j] * scale[0] + base[j]) + eps;
-    r.post[j] = 2.0f * quant::sigmoid_f32(m[hc + j] * scale[1] + base[hc + j]);
+    pre[j] = quant::sigmoid_f32(m[j] * scale[0] + base[j]) + eps;
+    post[j] = 2.0f * quant::sigmoid_f32(m[hc + j] * scale[1] + base[hc + j]);
   }
-  float* c = r.comb.data();
   for (int j = 0; j < hc; ++j) {  // row j: softmax over k
     float mx = -INFINITY;
     for (int k = 0; k < hc; ++k) {
@@ -53,6 +52,15 @@ HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, i
     row_norm();
     col_norm();
   }
+}
+
+HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, int hc, int iters, float eps) {
+  std::vector<float> row(static_cast<size_t>((2 + hc) * hc));
+  hc_split_sinkhorn_row(m, scale, base, hc, iters, eps, row.data());
+  HcMix r;
+  r.pre.assign(row.begin(), row.begin() + hc);
+  r.post.assign(row.begin() + hc, row.begin() + 2 * hc);
+  r.comb.assign(row.begin() + 2 * hc, row.end());
   return r;
 }
 
@@ -77,13 +85,8 @@ void hc_pre_row(const float* x, const float* fn, const float* scale, const float
   float m[64];
   DS4_CHECK(mix_rows <= 64);
   hc_mixes(fn, mix_rows, x, hc * dim, norm_eps, m);
-  const HcMix mix = hc_split_sinkhorn(m, scale, base, hc, iters, hc_eps);
-  for (int j = 0; j < hc; ++j) {
-    mix_row[j] = mix.pre[j];
-    mix_row[hc + j] = mix.post[j];
-  }
-  for (int i = 0; i < hc * hc; ++i) mix_row[2 * hc + i] = mix.comb[i];
-  hc_weighted_sum(x, mix.pre.data(), hc, dim, y);
+  hc_split_sinkhorn_row(m, scale, base, hc, iters, hc_eps, mix_row);
+  hc_weighted_sum(x, mix_row, hc, dim, y);  // pre = the row's first hc entries
 }
 
 }  // namespace ds4::cpu

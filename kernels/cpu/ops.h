@@ -89,6 +89,9 @@ struct HcMix {
 /// divided by (column sums + eps), then (iters-1) times by (row sums + eps), then (column sums + eps);
 /// every sum ascending.
 HcMix hc_split_sinkhorn(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps);
+/// hc_split_sinkhorn into a packed mix row [pre hc | post hc | comb hc*hc] (no allocation).
+void hc_split_sinkhorn_row(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
+                           float* mix_row);
 /// mixes[r] = dot_f32(fn[r, :], xf) * (1 / sqrt(ss / n + norm_eps)), ss = sum xf^2 ascending.
 void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes);
 /// y[d] = sum_j pre[j] * X[j, d], j ascending from 0 (X: [hc, dim]).
@@ -156,6 +159,8 @@ void ordered_sum(const float* src, int64_t parts, int64_t m, float* dst, int64_t
 /// Indices of the k largest scores[0..n), descending; ties to the lower index; NaN after every
 /// number. Returns min(k, n) indices.
 std::vector<int32_t> topk_desc(const float* scores, int64_t n, int64_t k);
+/// topk_desc into out[min(k, n)] with scratch idx[n] (no allocation); returns min(k, n).
+int64_t topk_desc_into(const float* scores, int64_t n, int64_t k, int32_t* out, int32_t* idx);
 
 // ---- sparse_attention.cpp ------------------------------------------------------------------
 /// o = sum_i p_i kv[i] with p = softmax over {sink, s_i = dot_f32(q, kv_i) * scale}: max over
@@ -176,6 +181,11 @@ struct Routing {
 /// s + bias; w = s[e] / (sum of selected s in slot order) * route_scale when `normalize`.
 Routing route_token(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
                     bool normalize, float route_scale);
+/// route_token into ids[k], weights[k] with scratch [2 * n_expert] floats and iscratch
+/// [n_expert] (no allocation).
+void route_token_into(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
+                      bool normalize, float route_scale, int32_t* ids, float* weights, float* scratch,
+                      int32_t* iscratch);
 
 // ---- swiglu.cpp ----------------------------------------------------------------------------
 /// Clamped SwiGLU in place: g = min(g, limit); u = clamp(u, -limit, limit); g = silu(g) * u
