@@ -84,7 +84,9 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   w_.experts->end_step(l);
   if (!failed.ok()) return failed;
 
-  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF), added after the routed sum.
+  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF), added after the routed sum;
+  // it reuses the router's and the slots' memory.
+  ws_.release(mk);
   const int64_t sff = L.sh_gate.ne1;
   const dev::Tensor g = ws_.f32(sff, n), u = ws_.f32(sff, n), y = ws_.f32(dim, n);
   dev_.matmul2(s_, L.sh_gate, g, L.sh_up, u, x, act_);

@@ -37,46 +37,42 @@ void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n,
       for (int64_t t = 0; t < n; ++t) y.row(t)[r] = vec_dot_q8_1(w.type, w.row(r), xq + t * qb, in);
     return;
   }
-  thread_local std::vector<float> row;
-  int64_t r = r0;
-  if (n < 4) {
-    // Few tokens: four rows at a time against each token (independent accumulator chains; each
-    // result bit-identical to dot_f32 of its row).
-    for (; r + 4 <= r1; r += 4) {
-      const float* wr[4];
-      if (w.type == GgmlType::F32) {
-        for (int k = 0; k < 4; ++k) wr[k] = reinterpret_cast<const float*>(w.row(r + k));
-      } else {
-        if (row.size() < static_cast<size_t>(4 * in)) row.resize(static_cast<size_t>(4 * in));
-        for (int k = 0; k < 4; ++k) {
-          dequantize_row(w.type, w.row(r + k), row.data() + k * in, in);
-          wr[k] = row.data() + k * in;
-        }
-      }
-      for (int64_t t = 0; t < n; ++t) {
-        float o[4];
-        dot_f32_rows4(wr, x.row(t), in, o);
-        for (int k = 0; k < 4; ++k) y.row(t)[r + k] = o[k];
-      }
-    }
-  }
-  for (; r < r1; ++r) {
-    const float* wr;
+  // F32 path, in blocks of up to 16 weight rows: the block's rows (decoded once into a per-thread
+  // buffer unless F32) are held in cache while every token passes; 4 tokens per pass share each
+  // weight load (dot_f32_x4), fewer than 4 take 4 rows per pass (dot_f32_rows4). The results of a
+  // pass go to a small local tile and are stored row-contiguously after it, so no store sits
+  // between the loads of consecutive passes. Every y[t][r] is dot_f32(W[r], x[t]), bit for bit.
+  constexpr int64_t kBlock = 16;
+  thread_local std::vector<float> rows;
+  for (int64_t a = r0; a < r1; a += kBlock) {
+    const int64_t m = std::min(r1, a + kBlock) - a;
+    const float* wr[kBlock];
     if (w.type == GgmlType::F32) {
-      wr = reinterpret_cast<const float*>(w.row(r));
+      for (int64_t k = 0; k < m; ++k) wr[k] = reinterpret_cast<const float*>(w.row(a + k));
     } else {
-      if (row.size() < static_cast<size_t>(in)) row.resize(static_cast<size_t>(in));
-      dequantize_row(w.type, w.row(r), row.data(), in);
-      wr = row.data();
+      if (rows.size() < static_cast<size_t>(kBlock * in)) rows.resize(static_cast<size_t>(kBlock * in));
+      for (int64_t k = 0; k < m; ++k) {
+        dequantize_row(w.type, w.row(a + k), rows.data() + k * in, in);
+        wr[k] = rows.data() + k * in;
+      }
     }
+    float tile[4][kBlock];
     int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
       const float* xs[4] = {x.row(t), x.row(t + 1), x.row(t + 2), x.row(t + 3)};
-      float o[4];
-      dot_f32_x4(wr, xs, in, o);
-      for (int k = 0; k < 4; ++k) y.row(t + k)[r] = o[k];
+      for (int64_t k = 0; k < m; ++k) {
+        float o[4];
+        dot_f32_x4(wr[k], xs, in, o);
+        for (int q = 0; q < 4; ++q) tile[q][k] = o[q];
+      }
+      for (int q = 0; q < 4; ++q) std::copy_n(tile[q], m, y.row(t + q) + a);
     }
-    for (; t < n; ++t) y.row(t)[r] = dot_f32(wr, x.row(t), in);
+    for (; t < n; ++t) {
+      int64_t k = 0;
+      for (; k + 4 <= m; k += 4) dot_f32_rows4(wr + k, x.row(t), in, tile[0] + k);
+      for (; k < m; ++k) tile[0][k] = dot_f32(wr[k], x.row(t), in);
+      std::copy_n(tile[0], m, y.row(t) + a);
+    }
   }
 }
 
