@@ -44,11 +44,9 @@ bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const
     (void)n_cand;
     float mx = -INFINITY;
     for (int i = 0; i < n; ++i) mx = std::fmax(mx, sg[i]);
+    for (int i = 0; i < n; ++i) sg[i] = quant::exp_f32(sg[i] - mx);  // vectorizes (CMakeLists)
     float den = 0;
-    for (int i = 0; i < n; ++i) {
-      sg[i] = quant::exp_f32(sg[i] - mx);
-      den += sg[i];
-    }
+    for (int i = 0; i < n; ++i) den += sg[i];
     float acc = 0;
     for (int i = 0; i < n; ++i) acc += sa[i] * (sg[i] / den);
     out[ch] = acc;

@@ -34,18 +34,6 @@ namespace ds4::quant {
 
 namespace math_detail {
 
-/// 2^k as a double for -1022 <= k <= 1023 (exponent bits).
-DS4_HD inline double pow2i(int k) {
-  const uint64_t bits = static_cast<uint64_t>(k + 1023) << 52;
-#ifdef __CUDA_ARCH__
-  return __longlong_as_double(static_cast<long long>(bits));
-#else
-  double d;
-  std::memcpy(&d, &bits, 8);
-  return d;
-#endif
-}
-
 DS4_HD inline uint64_t f64_bits(double d) {
 #ifdef __CUDA_ARCH__
   return static_cast<uint64_t>(__double_as_longlong(d));
@@ -72,12 +60,17 @@ DS4_HD inline double round_shift(double t) {
   return (t + shift) - shift;
 }
 
-/// e^x in double for a float argument in [-104, 89] (see the file comment).
+/// e^x in double for a float argument in [-104, 89] (see the file comment). Branch-free: the
+/// integer k is read from the low mantissa bits of the shifted value (no float-to-int
+/// conversion), so loops over it vectorize.
 DS4_HD inline double exp_d(double x) {
   const double log2e = 1.4426950408889634;
   const double ln2_hi = 6.93147180369123816490e-01;  // fdlibm ln2_hi (32 significant bits)
   const double ln2_lo = 1.90821492927058770002e-10;
-  const double k = round_shift(x * log2e);
+  const double shift = 6755399441055744.0;  // 1.5 * 2^52: t's low mantissa bits hold round(x log2e)
+  const double t = x * log2e + shift;
+  const double k = t - shift;
+  const int64_t ki = static_cast<int64_t>(f64_bits(t) - f64_bits(shift));
   const double r = (x - k * ln2_hi) - k * ln2_lo;  // |r| <= 0.3466
   // Taylor series to r^9/9! (truncation < 7e-12 relative: the FP32 rounding is wrong only when the
   // exact value lies within 7e-12 relative of a rounding boundary), Horner.
@@ -91,7 +84,7 @@ DS4_HD inline double exp_d(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  return p * pow2i(static_cast<int>(k));
+  return p * f64_from_bits(static_cast<uint64_t>(ki + 1023) << 52);
 }
 
 /// ln(u) for a positive finite normal double u.
@@ -122,12 +115,13 @@ DS4_HD inline double log_d(double u) {
 
 }  // namespace math_detail
 
-/// e^x rounded to FP32 (0 below -104, +inf above 89, NaN for NaN).
+/// e^x rounded to FP32 (0 below -104, +inf above 89, NaN for NaN). Branch-free (selects), so
+/// element-wise loops vectorize; clamping to [-104, 89] changes no result (e^-104 rounds to 0 and
+/// e^89 overflows to +inf in FP32).
 DS4_HD inline float exp_f32(float x) {
-  if (!(x == x)) return x;
-  if (x > 89.0f) return f32_from_bits(0x7f800000u);
-  if (x < -104.0f) return 0.0f;
-  return static_cast<float>(math_detail::exp_d(static_cast<double>(x)));
+  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);  // NaN passes through
+  const float r = static_cast<float>(math_detail::exp_d(static_cast<double>(xc)));
+  return x == x ? r : x;
 }
 
 /// ln(x) rounded to FP32 (x > 0; 0 -> -inf, negative or NaN -> NaN, +inf -> +inf).
