@@ -36,15 +36,19 @@ class Dsv4Model final : public Model {
   uint64_t weight_bytes() const override { return weights_.bytes; }
   RankMemory rank_memory(int rank) const override;
   std::string experts_summary() const override;
+  staging::StagingCounters expert_counters() const override { return weights_.experts->counters(); }
+  std::string device_name() const override { return devices_.at(0)->name(); }
 
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
   dev::Device& device(int rank = 0) const { return *devices_.at(rank); }
   const TpShard& shard(int rank) const { return shards_.at(rank); }
   comm::Comm* comm(int rank) const { return comms_.empty() ? nullptr : comms_.at(rank).get(); }
   const ModelWeights& weights() const { return weights_; }
+  /// Rank r's device tensors of the non-expert weights.
+  const DeviceWeights& device_weights(int rank) const { return dweights_.at(rank); }
   dev::ActFormat act_format() const {
     return opts_.activations == Activations::Q8    ? dev::ActFormat::Q8_1
-           : opts_.activations == Activations::Fp8 ? dev::ActFormat::FP8_QDQ
+           : opts_.activations == Activations::Fp8 ? dev::ActFormat::F32  // PORT-FP8: QDQ not yet on the op API
                                                    : dev::ActFormat::F32;
   }
 
@@ -56,6 +60,7 @@ class Dsv4Model final : public Model {
   ModelOptions opts_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<std::unique_ptr<dev::Device>> devices_;
+  std::vector<DeviceWeights> dweights_;  // one per rank device
   std::vector<std::unique_ptr<comm::Comm>> comms_;
   std::vector<TpShard> shards_;
   std::vector<RankWeightBytes> rank_bytes_;
@@ -65,34 +70,36 @@ class Dsv4Model final : public Model {
 /// rank; eval runs rank 0 on the calling thread and ranks 1.. on their own threads.
 class Dsv4Session final : public Session {
  public:
+  /// `capacity` positions (1..n_ctx; checked by Session::create).
+  Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity);
+  /// Capacity min(n_ctx, SessionOptions::kDefaultCapacity).
   explicit Dsv4Session(std::shared_ptr<Dsv4Model> m);
 
   Result<void> eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                     std::vector<float>* logits_last) override;
-  int64_t position() const override { return states_[0].pos; }
+  int64_t position() const override { return states_[0]->pos; }
   void reset() override {
-    for (auto& s : states_) s.reset(model_->config());
+    for (auto& s : states_) s->reset();
   }
-  uint64_t state_bytes() const override { return states_[0].bytes(); }
+  uint64_t state_bytes() const override { return states_[0]->bytes(); }
   WeightTraffic weight_traffic() const override;
   RankMemory rank_memory(int rank) const override {
     RankMemory m = model_->rank_memory(rank);
-    m.state = states_.at(rank).bytes();
+    m.state = states_.at(rank)->bytes();
     return m;
   }
+  int64_t capacity() const override { return states_[0]->capacity(); }
+  void set_trace(ForwardTrace* trace) override { trace_ = trace; }
+  std::vector<uint8_t> save_state() const override { return states_[0]->save(); }
+  Result<void> restore_state(std::span<const uint8_t> blob) override;
 
-  /// Records router and indexer decisions of later eval calls into `trace` (null = stop).
-  void set_trace(ForwardTrace* trace) { trace_ = trace; }
-  /// The sequence state (copyable: save/restore for prefix reuse or rollback).
-  const SequenceState& state() const { return states_[0]; }
-  void set_state(const SequenceState& s) {
-    for (auto& r : states_) r = s;
-  }
+  /// Runs one batch over the sessions of `items` (all Dsv4Sessions of one model; see eval_batch).
+  static Result<void> eval_items(std::span<const BatchItem> items);
 
  private:
   std::shared_ptr<Dsv4Model> model_;
-  std::vector<SequenceState> states_;  // one replica per rank
-  std::vector<Forward> forwards_;      // one per rank
+  std::vector<std::unique_ptr<SequenceState>> states_;  // one replica per rank
+  std::vector<std::unique_ptr<Forward>> forwards_;      // one per rank
   ForwardTrace* trace_ = nullptr;
 };
 

@@ -1,23 +1,13 @@
-// engine/forward.cpp — embedding, the block loop with mHC, and the head (REF inference/model.py
-// Transformer.forward, Block.forward, ParallelHead; ../shared/reference/dsv4-architecture.md §2.1).
+// engine/forward.cpp — weight binding, embedding, the block loop with mHC, and the head (REF
+// inference/model.py Transformer.forward, Block.forward, ParallelHead;
+// ../shared/reference/dsv4-architecture.md §2.1), as device ops over a batch.
 #include "engine/forward.h"
 
 #include <algorithm>
-
-#include "engine/mhc.h"
-#include "kernels/cpu/quant_ref.h"
+#include <string>
 
 namespace ds4 {
 namespace {
-
-/// Decodes row `r` of `w` into dst[w.in].
-void decode_row(const dev::WeightMatrix& w, int64_t r, float* dst) {
-  if (w.type == GgmlType::F32) {
-    std::copy_n(reinterpret_cast<const float*>(w.row(r)), w.in, dst);
-  } else {
-    cpu::dequantize_row(w.type, w.row(r), dst, w.in);
-  }
-}
 
 /// The single-device shard (R = 1); cannot fail for one rank.
 TpShard single_shard(const ModelConfig& c, const ModelWeights& w) {
@@ -28,108 +18,214 @@ TpShard single_shard(const ModelConfig& c, const ModelWeights& w) {
 
 }  // namespace
 
-Forward::Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act)
-    : c_(c), w_(w), dev_(device), act_(act), shard_(single_shard(c, w)) {}
+DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d) {
+  DeviceWeights o;
+  const int64_t dim = c.dim, hc = c.hc, mix = (2 + hc) * hc;
+  auto f = [&](const float* p, int64_t n) { return p ? d.bind_f32(p, n) : dev::Tensor{}; };
+  auto m = [&](const dev::WeightMatrix& x) { return x.data ? d.bind(x) : dev::Tensor{}; };
+  o.token_embd = m(w.token_embd);
+  o.output = m(w.output);
+  o.output_norm = f(w.output_norm, dim);
+  o.hc_head_fn = f(w.hc_head_fn, hc * hc * dim);
+  o.hc_head_base = f(w.hc_head_base, hc);
+  o.hc_head_scale = f(w.hc_head_scale, 1);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    LayerTensors t;
+    t.hc_attn_fn = f(L.hc_attn_fn, mix * hc * dim);
+    t.hc_attn_base = f(L.hc_attn_base, mix);
+    t.hc_attn_scale = f(L.hc_attn_scale, 3);
+    t.hc_ffn_fn = f(L.hc_ffn_fn, mix * hc * dim);
+    t.hc_ffn_base = f(L.hc_ffn_base, mix);
+    t.hc_ffn_scale = f(L.hc_ffn_scale, 3);
+    t.attn_norm = f(L.attn_norm, dim);
+    t.ffn_norm = f(L.ffn_norm, dim);
+    t.attn_sinks = f(L.attn_sinks, c.n_head);
+    t.q_a = m(L.q_a);
+    t.q_a_norm = f(L.q_a_norm, c.q_lora_rank);
+    t.q_b = m(L.q_b);
+    t.kv = m(L.kv);
+    t.kv_norm = f(L.kv_norm, c.head_dim);
+    t.out_a = m(L.out_a);
+    t.out_b = m(L.out_b);
+    const int r = c.ratio(l);
+    if (r > 0) {
+      const int64_t cw = (r == 4 ? 2 : 1) * c.head_dim;
+      t.cmp_kv = m(L.cmp_kv);
+      t.cmp_gate = m(L.cmp_gate);
+      t.cmp_ape = f(L.cmp_ape, r * cw);
+      t.cmp_norm = f(L.cmp_norm, c.head_dim);
+    }
+    if (r == 4) {
+      t.idx_q_b = m(L.idx_q_b);
+      t.idx_proj = m(L.idx_proj);
+      t.idx_cmp_kv = m(L.idx_cmp_kv);
+      t.idx_cmp_gate = m(L.idx_cmp_gate);
+      t.idx_cmp_ape = f(L.idx_cmp_ape, 4 * 2 * c.idx_head_dim);
+      t.idx_cmp_norm = f(L.idx_cmp_norm, c.idx_head_dim);
+    }
+    t.gate_inp = m(L.gate_inp);
+    if (L.tid2eid) t.tid2eid = d.bind_i32(L.tid2eid, c.n_expert_used, c.vocab);
+    t.probs_bias = f(L.probs_bias, c.n_expert);
+    t.sh_gate = m(L.sh_gate);
+    t.sh_up = m(L.sh_up);
+    t.sh_down = m(L.sh_down);
+    t.rope_freqs = d.bind_f32(L.rope.freqs().data(), static_cast<int64_t>(L.rope.freqs().size()));
+    o.layers.push_back(t);
+  }
+  return o;
+}
 
-Forward::Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act,
-                 TpShard shard, comm::Comm* comm)
-    : c_(c), w_(w), dev_(device), act_(act), shard_(std::move(shard)), comm_(comm) {
+Forward::Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
+                 dev::ActFormat act)
+    : c_(c), w_(w), dw_(dw), dev_(device), s_(device.stream()), act_(act), shard_(single_shard(c, w)),
+      ws_(device) {}
+
+Forward::Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
+                 dev::ActFormat act, TpShard shard, comm::Comm* comm)
+    : c_(c), w_(w), dw_(dw), dev_(device), s_(device.stream()), act_(act), shard_(std::move(shard)), comm_(comm),
+      ws_(device) {
   DS4_CHECK((comm_ == nullptr) == (shard_.ranks == 1));
   DS4_CHECK(!comm_ || (comm_->size() == shard_.ranks && comm_->rank() == shard_.rank));
 }
 
 Result<void> Forward::eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows,
-                           std::vector<float>* logits, ForwardTrace* trace) const {
-  const int64_t n = static_cast<int64_t>(tokens.size()), dim = c_.dim;
+                           std::vector<float>* logits, ForwardTrace* trace) {
+  if (tokens.empty()) return ok();
+  const SeqChunk c{&st, tokens, all_rows, logits, trace};
+  return eval(std::span<const SeqChunk>(&c, 1));
+}
+
+Result<void> Forward::eval(std::span<const SeqChunk> batch) {
+  const int64_t dim = c_.dim;
   const int hc = c_.hc, mix_rows = (2 + hc) * hc;
-  if (n == 0) return ok();
-  for (int64_t t = 0; t < n; ++t)
-    if (tokens[t] < 0 || tokens[t] >= c_.vocab)
-      return Error{"token id " + std::to_string(tokens[t]) + " at position " + std::to_string(st.pos + t) +
-                   ": expected 0.." + std::to_string(c_.vocab - 1)};
-  if (trace) {
-    const size_t need = static_cast<size_t>(st.pos + n);
-    for (auto* rec : {&trace->router, &trace->indexer}) {
-      if (rec->size() != static_cast<size_t>(c_.n_layer)) rec->resize(c_.n_layer);
-      for (auto& v : *rec)
-        if (v.size() < need) v.resize(need);
-    }
-  }
-
-  // X [n, hc, dim]: every copy starts as the token embedding. Vocabulary-parallel: the owner of
-  // a token's row decodes it; the rows are gathered and each token takes its owner's copy (exact,
-  // signed zeros included).
-  std::vector<float> X(static_cast<size_t>(n * hc * dim));
-  {
-    std::vector<float> e(static_cast<size_t>(n * dim), 0.0f), all;
+  // Validate the batch, lay out its rows.
+  std::vector<Seg>& segs = segs_;
+  std::vector<int32_t>& tok_h = tok_host_;
+  std::vector<int32_t>& pos_h = pos_host_;
+  segs.clear();
+  tok_h.clear();
+  pos_h.clear();
+  for (const SeqChunk& ch : batch) {
+    DS4_CHECK(ch.st != nullptr && !ch.tokens.empty());
+    for (const Seg& s : segs) DS4_CHECK(s.chunk->st != ch.st);  // one chunk per sequence
+    const int64_t n = static_cast<int64_t>(ch.tokens.size()), pos0 = ch.st->pos;
+    if (pos0 + n > ch.st->capacity())
+      return Error{"eval: " + std::to_string(pos0) + " + " + std::to_string(n) +
+                   " tokens exceed the session's capacity " + std::to_string(ch.st->capacity())};
     for (int64_t t = 0; t < n; ++t)
-      if (tokens[t] >= shard_.vocab0 && tokens[t] < shard_.vocab1) decode_row(w_.token_embd, tokens[t], e.data() + t * dim);
-    const float* src = e.data();
-    const int64_t vr = shard_.vocab1 - shard_.vocab0;
-    if (comm_) {
-      all.resize(static_cast<size_t>(shard_.ranks * n * dim));
-      DS4_TRY_VOID(comm_->all_gather_f32(e.data(), n * dim, all.data()));
-    }
+      if (ch.tokens[t] < 0 || ch.tokens[t] >= c_.vocab)
+        return Error{"token id " + std::to_string(ch.tokens[t]) + " at position " + std::to_string(pos0 + t) +
+                     ": expected 0.." + std::to_string(c_.vocab - 1)};
+    const int64_t r0 = static_cast<int64_t>(tok_h.size());
+    segs.push_back(Seg{&ch, r0, r0 + n, pos0});
     for (int64_t t = 0; t < n; ++t) {
-      if (comm_) src = all.data() + (tokens[t] / vr) * n * dim;
-      for (int j = 0; j < hc; ++j) std::copy_n(src + t * dim, dim, X.data() + (t * hc + j) * dim);
+      tok_h.push_back(ch.tokens[t]);
+      pos_h.push_back(static_cast<int32_t>(pos0 + t));
+    }
+    if (ch.trace) {
+      const size_t need = static_cast<size_t>(pos0 + n);
+      for (auto* rec : {&ch.trace->router, &ch.trace->indexer}) {
+        if (rec->size() != static_cast<size_t>(c_.n_layer)) rec->resize(c_.n_layer);
+        for (auto& v : *rec)
+          if (v.size() < need) v.resize(need);
+      }
     }
   }
+  const int64_t n = static_cast<int64_t>(tok_h.size());
+  if (n == 0) return ok();
+  ws_.reset();
+  const dev::Tensor tok = ws_.i32(1, n), pos = ws_.i32(1, n);
+  dev_.upload(s_, tok, tok_h.data(), static_cast<uint64_t>(n) * 4);
+  dev_.upload(s_, pos, pos_h.data(), static_cast<uint64_t>(n) * 4);
 
-  std::vector<float> y(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
-  std::vector<HcMix> mix(static_cast<size_t>(n));
-  auto hc_pre = [&](const float* fn, const float* scale, const float* base, const float* norm) {
-    dev_.parallel_for(n, [&](int64_t t) {
-      float m[64];
-      DS4_CHECK(mix_rows <= 64);
-      const float* xt = X.data() + t * hc * dim;
-      hc_mixes(fn, mix_rows, xt, hc * dim, c_.norm_eps, m);
-      mix[t] = hc_split_sinkhorn(m, scale, base, hc, c_.hc_iters, c_.hc_eps);
-      hc_weighted_sum(xt, mix[t].pre.data(), hc, dim, y.data() + t * dim);
-    });
-    dev_.rmsnorm(y.data(), norm, n, dim, c_.norm_eps, y.data());
-  };
-  auto post = [&] {
-    dev_.parallel_for(n, [&](int64_t t) { hc_post(f.data() + t * dim, mix[t], hc, dim, X.data() + t * hc * dim); });
-  };
-
-  for (int l = 0; l < c_.n_layer; ++l) {
-    const LayerWeights& L = w_.layers[l];
-    hc_pre(L.hc_attn_fn, L.hc_attn_scale, L.hc_attn_base, L.attn_norm);
-    DS4_TRY_VOID(attention(l, y.data(), n, st, f.data(), trace));
-    post();
-    hc_pre(L.hc_ffn_fn, L.hc_ffn_scale, L.hc_ffn_base, L.ffn_norm);
-    DS4_TRY_VOID(moe(l, y.data(), tokens, st.pos, f.data(), trace));
-    post();
-  }
-  st.pos += n;
-
-  // Head: h = sum_j w_j X_j with w = sigmoid(mixes*scale + base) + eps; logits = output(norm(h)).
-  const int64_t first = all_rows ? 0 : n - 1, rows = n - first;
-  std::vector<float> h(static_cast<size_t>(rows * dim));
-  dev_.parallel_for(rows, [&](int64_t i) {
-    const float* xt = X.data() + (first + i) * hc * dim;
-    float m[16], wj[16];
-    DS4_CHECK(hc <= 16);
-    hc_mixes(w_.hc_head_fn, hc, xt, hc * dim, c_.norm_eps, m);
-    hc_head_weights(m, w_.hc_head_scale, w_.hc_head_base, hc, c_.hc_eps, wj);
-    hc_weighted_sum(xt, wj, hc, dim, h.data() + i * dim);
-  });
-  dev_.rmsnorm(h.data(), w_.output_norm, rows, dim, c_.norm_eps, h.data());
-  if (logits) {
-    logits->resize(static_cast<size_t>(rows * c_.vocab));
-    if (!comm_) {
-      dev_.matmul(w_.output, h.data(), rows, logits->data(), act_);
+  // X [n, hc*dim]: every copy starts as the token embedding. Vocabulary-parallel: the owner of a
+  // token's row decodes it, the rows are gathered and each token takes its owner's copy (exact,
+  // signed zeros included).
+  const dev::Tensor X = ws_.f32(hc * dim, n);
+  {
+    const Workspace::Mark mk = ws_.mark();
+    const dev::Tensor e = ws_.f32(dim, n);
+    dev_.embed_rows(s_, dw_.token_embd, tok, shard_.vocab0, shard_.vocab1, e);
+    if (comm_) {
+      const dev::Tensor all = ws_.f32(dim, shard_.ranks * n), mine = ws_.f32(dim, n);
+      DS4_TRY_VOID(dev_.all_gather(s_, *comm_, e, all));
+      dev_.owner_rows(s_, all, tok, shard_.vocab1 - shard_.vocab0, mine);
+      dev_.hc_expand(s_, mine, hc, X);
     } else {
-      // Vocabulary-parallel head: this rank's slice, then a gather of [R, rows, vocab/R].
-      const int64_t vr = shard_.vocab1 - shard_.vocab0, R = shard_.ranks;
-      std::vector<float> part(static_cast<size_t>(rows * vr)), all(static_cast<size_t>(R * rows * vr));
-      dev_.matmul(row_slice(w_.output, shard_.vocab0, shard_.vocab1), h.data(), rows, part.data(), act_);
-      DS4_TRY_VOID(comm_->all_gather_f32(part.data(), rows * vr, all.data()));
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t i = 0; i < rows; ++i)
-          std::copy_n(all.data() + (r * rows + i) * vr, vr, logits->data() + i * c_.vocab + r * vr);
+      dev_.hc_expand(s_, e, hc, X);
     }
+    ws_.release(mk);
+  }
+
+  const dev::Tensor y = ws_.f32(dim, n), f = ws_.f32(dim, n), mix = ws_.f32(mix_rows, n);
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerTensors& L = dw_.layers[l];
+    const Workspace::Mark mk = ws_.mark();
+    dev_.hc_pre(s_, X, L.hc_attn_fn, L.hc_attn_scale, L.hc_attn_base, hc, c_.hc_iters, c_.hc_eps, c_.norm_eps, y, mix);
+    dev_.rmsnorm(s_, y, L.attn_norm, c_.norm_eps, y);
+    DS4_TRY_VOID(attention(l, y, pos, segs, f));
+    dev_.hc_post(s_, f, mix, hc, X);
+    ws_.release(mk);
+    dev_.hc_pre(s_, X, L.hc_ffn_fn, L.hc_ffn_scale, L.hc_ffn_base, hc, c_.hc_iters, c_.hc_eps, c_.norm_eps, y, mix);
+    dev_.rmsnorm(s_, y, L.ffn_norm, c_.norm_eps, y);
+    DS4_TRY_VOID(moe(l, y, tok, tok_h, segs, f));
+    dev_.hc_post(s_, f, mix, hc, X);
+    ws_.release(mk);
+  }
+  for (const Seg& s : segs) s.chunk->st->pos += s.r1 - s.r0;
+
+  // Head: h = sum_j w_j X_j with w = sigmoid(mixes*scale + base) + eps; logits = output(norm(h)),
+  // over the rows whose logits are wanted (a chunk's rows, or its last row).
+  int64_t rows = 0;
+  for (const Seg& s : segs)
+    if (s.chunk->logits) rows += s.chunk->all_rows ? s.r1 - s.r0 : 1;
+  if (rows == 0) return ok();
+  const dev::Tensor h = ws_.f32(dim, rows);
+  {
+    int64_t at = 0;
+    for (const Seg& s : segs) {
+      if (!s.chunk->logits) continue;
+      const int64_t a = s.chunk->all_rows ? s.r0 : s.r1 - 1, m = s.r1 - a;
+      dev_.hc_head(s_, X.rows_view(a, s.r1), dw_.hc_head_fn, dw_.hc_head_scale, dw_.hc_head_base, hc, c_.hc_eps,
+                   c_.norm_eps, h.rows_view(at, at + m));
+      at += m;
+    }
+  }
+  dev_.rmsnorm(s_, h, dw_.output_norm, c_.norm_eps, h);
+  const dev::Tensor lg = ws_.f32(c_.vocab, rows);
+  if (!comm_) {
+    dev_.matmul(s_, dw_.output, h, lg, act_);
+  } else {
+    // Vocabulary-parallel head: this rank's slice, then a gather of [R, rows, vocab/R].
+    const int64_t vr = shard_.vocab1 - shard_.vocab0, R = shard_.ranks;
+    const dev::Tensor part = ws_.f32(vr, rows), all = ws_.f32(vr, rows, R);
+    dev_.matmul(s_, dw_.output.rows_view(shard_.vocab0, shard_.vocab1), h, part, act_);
+    DS4_TRY_VOID(dev_.all_gather(s_, *comm_, part, all));
+    for (int64_t r = 0; r < R; ++r) dev_.copy(s_, all.plane(r), lg.cols_view(r * vr, (r + 1) * vr));
+  }
+  // The one logits download of the step, then each chunk's rows (straight into the chunk's
+  // vector when one chunk wants logits).
+  const size_t total = static_cast<size_t>(rows * c_.vocab);
+  for (const Seg& s : segs) {
+    if (!s.chunk->logits) continue;
+    const int64_t mine = s.chunk->all_rows ? s.r1 - s.r0 : 1;
+    if (mine != rows) break;  // other chunks want logits too
+    {
+      s.chunk->logits->resize(total);
+      dev_.download(s_, lg, s.chunk->logits->data(), total * 4);
+      return ok();
+    }
+  }
+  std::vector<float>& host = logits_host_;
+  host.resize(total);
+  dev_.download(s_, lg, host.data(), total * 4);
+  int64_t at = 0;
+  for (const Seg& s : segs) {
+    if (!s.chunk->logits) continue;
+    const int64_t m = s.chunk->all_rows ? s.r1 - s.r0 : 1;
+    s.chunk->logits->assign(host.begin() + at * c_.vocab, host.begin() + (at + m) * c_.vocab);
+    at += m;
   }
   return ok();
 }

@@ -1,9 +1,18 @@
-// engine/forward.h — the DeepSeek-V4 forward pass over a chunk of tokens (prefill, a chunk of a
-// prefill, or one decode token), on any dev::Device. Semantics: REF inference/model.py
-// Transformer.forward, generalized to start positions > 0 with several tokens (chunked prefill).
+// engine/forward.h — the DeepSeek-V4 forward pass over a batch of sequence chunks (prefill, a
+// chunk of a prefill, or one decode token each), as a sequence of kernels/device.h ops on one
+// dev::Device. Semantics: REF inference/model.py Transformer.forward, generalized to start
+// positions > 0 with several tokens (chunked prefill) and to several sequences per call.
 //
-// Data layout: token-major FP32 arrays; the residual state X is [n, hc, dim].
+// Data layout: token-major F32 device tensors over the batch's tokens (the chunks one after
+// another); the residual state X is [n, hc*dim].
 // Per layer: X = hc_post(attn(attn_norm(hc_pre_attn(X)))); X = hc_post(moe(ffn_norm(hc_pre_ffn(X)))).
+// Weight products run over the whole batch (each weight read once per step); the stateful parts
+// (compressors, indexer, sparse attention, window ring) run per sequence on its rows. Every op's
+// value for a row depends only on that row and its own sequence's state, so a sequence's logits
+// are bit-identical alone or batched, in any order (DESIGN.md "Numerics contract").
+//
+// Host sync points per step: the routed expert ids of each layer (the expert store needs them)
+// and the logits (plus the indexer selections when a trace records them).
 //
 // Which products take Q8_1 activations in Activations::Q8 (ActFormat::Q8_1): every weight matmul
 // whose weight type has a Q8_1 dot (dev::uses_q8_1; quantized types such as MXFP4, Q8_0, Q2_K,
@@ -15,7 +24,7 @@
 // Tensor parallelism: a Forward is one rank of a group (engine/tensor_parallel.h holds the sharding
 // and the canonical definition that makes every rank count give the same bits). With R = 1 the
 // same canonical shard sums are computed on one device and no collective runs. With R > 1 every
-// rank's thread calls eval() with the same tokens on its own SequenceState replica; all ranks
+// rank's thread calls eval() with the same batch on its own SequenceState replicas; all ranks
 // return the same full logits.
 #pragma once
 
@@ -26,63 +35,94 @@
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
 #include "engine/sequence_state.h"
+#include "engine/session.h"
 #include "engine/tensor_parallel.h"
+#include "engine/workspace.h"
 #include "kernels/comm.h"
 #include "kernels/device.h"
 
 namespace ds4 {
 
-/// Optional per-token records of routing and indexer decisions (for golden tests), indexed by
-/// absolute position.
-struct ForwardTrace {
-  /// router[layer][pos] = selected expert ids in selection order (hash: tid2eid order).
-  std::vector<std::vector<std::vector<int32_t>>> router;
-  /// indexer[layer][pos] = selected compressed block ids (descending score; ratio-4 layers only).
-  std::vector<std::vector<std::vector<int32_t>>> indexer;
+/// Device tensors of one layer's weights (bound once per rank device; see LayerWeights).
+struct LayerTensors {
+  dev::Tensor hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+  dev::Tensor attn_norm, ffn_norm, attn_sinks;
+  dev::Tensor q_a, q_a_norm, q_b, kv, kv_norm, out_a, out_b;
+  dev::Tensor cmp_kv, cmp_gate, cmp_ape, cmp_norm;
+  dev::Tensor idx_q_b, idx_proj, idx_cmp_kv, idx_cmp_gate, idx_cmp_ape, idx_cmp_norm;
+  dev::Tensor gate_inp, tid2eid, probs_bias, sh_gate, sh_up, sh_down;
+  dev::Tensor rope_freqs;  // [rope_dim/2]
 };
 
-/// Runs chunks of tokens through the model, updating a SequenceState.
+/// Device tensors of a model's non-expert weights (routed experts are bound per step from the
+/// staging::ExpertStore).
+struct DeviceWeights {
+  dev::Tensor token_embd, output, output_norm, hc_head_fn, hc_head_base, hc_head_scale;
+  std::vector<LayerTensors> layers;
+};
+
+/// Binds `w` on device `d`.
+DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d);
+
+/// One sequence's part of a batch: `tokens` at positions st->pos.. of its own state.
+struct SeqChunk {
+  SequenceState* st = nullptr;
+  std::span<const int32_t> tokens;
+  bool all_rows = false;               // logits for every row (else only the last)
+  std::vector<float>* logits = nullptr;  // [rows, vocab]; null: no head for this sequence
+  ForwardTrace* trace = nullptr;       // may be null
+};
+
+/// Runs batches of sequence chunks through the model, updating their states.
 class Forward {
  public:
   /// Single device (R = 1, the canonical partition of `c`).
-  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act);
+  Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
+          dev::ActFormat act);
   /// Rank shard.rank of a group of shard.ranks; `comm` is that rank's endpoint (null iff R = 1).
-  Forward(const ModelConfig& c, const ModelWeights& w, dev::Device& device, dev::ActFormat act,
-          TpShard shard, comm::Comm* comm);
+  Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
+          dev::ActFormat act, TpShard shard, comm::Comm* comm);
 
-  /// Feeds `tokens` at positions st.pos .. st.pos+n-1. Writes logits [n, vocab] into `logits`
-  /// for all rows when `all_rows`, else only the last row ([vocab]). `trace` may be null.
-  Result<void> eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows,
-                    std::vector<float>* logits, ForwardTrace* trace) const;
+  /// Feeds every chunk (distinct states, non-empty tokens). Errors: a token id outside the
+  /// vocabulary, a chunk past its state's capacity, a bad hash-routing entry, an expert-store error.
+  Result<void> eval(std::span<const SeqChunk> batch);
+  /// One chunk: `tokens` at positions st.pos .. st.pos+n-1; logits [n, vocab] for all rows when
+  /// `all_rows`, else the last row only.
+  Result<void> eval(std::span<const int32_t> tokens, SequenceState& st, bool all_rows, std::vector<float>* logits,
+                    ForwardTrace* trace);
   /// Bytes of routed-expert weight matrices this Forward multiplied so far (each (expert, token
   /// block) launch counts gate + up + down once).
   uint64_t expert_weight_bytes() const { return expert_weight_bytes_; }
 
  private:
-  /// Attention sublayer of layer l: x [n, dim] normalized input -> out [n, dim].
-  Result<void> attention(int l, const float* x, int64_t n, SequenceState& st, float* out,
-                 ForwardTrace* trace) const;
-  /// MoE sublayer of layer l: x [n, dim] -> out [n, dim].
-  Result<void> moe(int l, const float* x, std::span<const int32_t> tokens, int64_t pos0,
-                   float* out, ForwardTrace* trace) const;
-  /// Indexer of layer l: top-k compressed block ids per token (-1 padded to idx_topk).
-  Result<void> indexer(int l, const float* x, const float* qr, int64_t n, int64_t pos0, LayerState& ls,
-               std::vector<std::vector<int32_t>>* sel) const;
-  /// Runs a compressor over the chunk and appends emitted blocks (normed, rotated) to `cache`.
-  /// `indexer_keys`: the indexer's compressor (QAT: Hadamard + FP4 QDQ instead of FP8 QDQ).
-  void compress(int l, const float* x, int64_t n, int64_t pos0, const dev::WeightMatrix& wkv,
-                const dev::WeightMatrix& wgate, const float* ape, const float* norm,
-                CompressorState& cs, std::vector<float>& cache, bool indexer_keys = false) const;
-  /// QAT simulation (ActFormat::FP8_QDQ) on: REF's activation QDQ of KV and indexer q/k.
-  bool qat() const { return act_ == dev::ActFormat::FP8_QDQ; }
+  /// The batch's rows [r0, r1) belong to chunk `i`.
+  struct Seg {
+    const SeqChunk* chunk;
+    int64_t r0, r1, pos0;
+  };
+  Result<void> attention(int l, const dev::Tensor& x, const dev::Tensor& pos, std::span<const Seg> segs,
+                         const dev::Tensor& out);
+  Result<void> moe(int l, const dev::Tensor& x, const dev::Tensor& tok, std::span<const int32_t> tokens,
+                   std::span<const Seg> segs, const dev::Tensor& out);
+  /// Indexer of layer l for segment `s`: top-k compressed block ids per token into sel [n_s, idx_topk].
+  Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
+                              const dev::Tensor& sel);
 
   const ModelConfig& c_;
   const ModelWeights& w_;
-  mutable uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
+  const DeviceWeights& dw_;
+  uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
   dev::Device& dev_;
+  dev::Stream& s_;
   dev::ActFormat act_;
   TpShard shard_;
   comm::Comm* comm_ = nullptr;  // null when R = 1
+  Workspace ws_;
+  std::vector<int32_t> ids_host_;  // routed expert ids of the current layer (downloaded)
+  // Per-eval host scratch kept between calls (no allocation in steady state).
+  std::vector<Seg> segs_;
+  std::vector<int32_t> tok_host_, pos_host_, step_experts_;
+  std::vector<float> logits_host_;
 };
 
 }  // namespace ds4

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "kernels/cpu/quant_ref.h"
+#include "kernels/device.h"
 
 namespace ds4 {
 namespace {
@@ -326,8 +326,8 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
         errs.push_back("tensor '" + e.name + "': expected type " + std::string(ggml_type_name(e.required_type)) +
                        ", found " + std::string(ggml_type_name(t.type)));
       } else if (e.required_type < 0 && static_cast<GgmlType>(t.type) != GgmlType::F32 &&
-                 !cpu::can_dequantize(static_cast<GgmlType>(t.type))) {
-        errs.push_back("tensor '" + e.name + "': expected a weight type the CPU kernels decode, found " +
+                 !dev::can_bind_type(static_cast<GgmlType>(t.type))) {
+        errs.push_back("tensor '" + e.name + "': expected a weight type the device kernels decode, found " +
                        std::string(ggml_type_name(t.type)));
       }
     }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kernels/cpu/quant_ref.h"
+#include "kernels/quant/type_traits.h"
 
 namespace ds4 {
 namespace {
@@ -39,8 +39,11 @@ class Binder {
     if (!t) return nullptr;
     if (static_cast<GgmlType>(t->type) == GgmlType::F32) return reinterpret_cast<const float*>(t->data);
     std::vector<float> v(static_cast<size_t>(t->nelements()));
+    const quant::QuantTypeTraits* tr = quant::quant_type_traits(static_cast<GgmlType>(t->type));
+    DS4_CHECK(tr != nullptr && tr->decode != nullptr);  // model_config_from_gguf checked the type
     for (int64_t r = 0; r < t->nrows(); ++r)
-      cpu::dequantize_row(static_cast<GgmlType>(t->type), t->data + r * t->row_bytes(), v.data() + r * t->ne[0], t->ne[0]);
+      for (int64_t b = 0; b < t->ne[0] / tr->block_elems; ++b)
+        tr->decode(t->data + r * t->row_bytes() + b * tr->block_bytes, v.data() + r * t->ne[0] + b * tr->block_elems);
     owned_->push_back(std::move(v));
     return owned_->back().data();
   }

@@ -1,86 +1,69 @@
 // engine/moe_layer.cpp — the MoE sublayer of DeepSeek-V4 (REF inference/model.py MoE, Gate,
-// Expert; ../shared/reference/dsv4-architecture.md §2.5). Routed experts come from the
-// staging::ExpertStore. Combine order: for each token, routed expert outputs are added in
+// Expert; ../shared/reference/dsv4-architecture.md §2.5) over a batch. Routed experts come from
+// the staging::ExpertStore. Combine order: for each token, routed expert outputs are added in
 // ascending expert id order in FP32, then the shared expert's output (DESIGN.md numerics).
 // Tensor parallel: routed experts by owner rank, shared expert replicated (tensor_parallel.h).
 #include <algorithm>
-#include <vector>
 
 #include "engine/forward.h"
-#include "engine/moe_routing.h"
 
 namespace ds4 {
 
-Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens, int64_t pos0,
-                          float* out, ForwardTrace* trace) const {
-  const LayerWeights& L = w_.layers[l];
-  const int64_t n = static_cast<int64_t>(tokens.size()), dim = c_.dim, ff = c_.expert_ff;
+Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, std::span<const int32_t> tokens,
+                          std::span<const Seg> segs, const dev::Tensor& out) {
+  const LayerTensors& L = dw_.layers[l];
+  const int64_t n = x.ne1, dim = c_.dim;
   const int E = c_.n_expert, K = c_.n_expert_used;
+  const Workspace::Mark mk = ws_.mark();
 
   // Router: FP32 gate (REF: linear(x.float(), weight.float())), sqrtsoftplus, top-k / hash.
-  std::vector<float> logits(static_cast<size_t>(n * E));
-  dev_.matmul(L.gate_inp, x, n, logits.data(), dev::ActFormat::F32);
-  std::vector<Routing> routes(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t* hash = nullptr;
-    if (L.tid2eid) {
-      if (tokens[t] < 0 || tokens[t] >= c_.vocab)
-        return Error{"token id " + std::to_string(tokens[t]) + " at position " + std::to_string(pos0 + t) +
-                     ": expected 0.." + std::to_string(c_.vocab - 1)};
-      hash = L.tid2eid + static_cast<int64_t>(tokens[t]) * K;
-      for (int k = 0; k < K; ++k)
-        if (hash[k] < 0 || hash[k] >= E)
-          return Error{"tensor 'blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight': entry for token " +
-                       std::to_string(tokens[t]) + ": expected an expert id 0.." + std::to_string(E - 1) +
-                       ", found " + std::to_string(hash[k])};
-    }
-    routes[t] = route_token(logits.data() + t * E, E, K, L.probs_bias, hash, c_.route_norm, c_.route_scale);
-    DS4_CHECK(routes[t].experts.size() <= static_cast<size_t>(K));
-    if (trace && !trace->router.empty()) trace->router[l][pos0 + t] = routes[t].experts;
-  }
+  const dev::Tensor logits = ws_.f32(E, n), ids = ws_.i32(K, n), rw = ws_.f32(K, n);
+  dev_.matmul(s_, L.gate_inp, x, logits, dev::ActFormat::F32);
+  dev_.router(s_, logits, L.probs_bias, L.tid2eid, tok, c_.route_norm, c_.route_scale, ids, rw);
+  // Sync point: the expert ids drive the expert store (which experts to fetch or stage).
+  ids_host_.resize(static_cast<size_t>(n * K));
+  dev_.download(s_, ids, ids_host_.data(), ids_host_.size() * 4);
+  for (int64_t t = 0; t < n; ++t)
+    for (int k = 0; k < K; ++k)
+      if (const int32_t e = ids_host_[t * K + k]; e < 0 || e >= E)
+        return Error{"tensor 'blk." + std::to_string(l) + ".ffn_gate_tid2eid.weight': entry for token " +
+                     std::to_string(tokens[t]) + ": expected an expert id 0.." + std::to_string(E - 1) + ", found " +
+                     std::to_string(e)};
+  for (const Seg& s : segs)
+    if (ForwardTrace* tr = s.chunk->trace; tr && !tr->router.empty())
+      for (int64_t t = s.r0; t < s.r1; ++t)
+        tr->router[l][s.pos0 + t - s.r0].assign(ids_host_.begin() + t * K, ids_host_.begin() + (t + 1) * K);
 
   // Routed experts (tensor_parallel.h, definition 3): this rank computes the experts it owns,
-  // ascending id, and writes each output into its (token, slot) row of Y [tokens, K, dim]; rows of
-  // experts owned elsewhere stay 0. The all-reduce is exact (one non-zero contributor per
-  // element). Then every rank adds a token's slots in ascending expert id order, from +0. With R
-  // ranks this runs over blocks of tokens (Y bounded; every rank forms the same blocks).
-  // With one rank the slots are not materialized: adding y into `out` in ascending expert id
-  // order is the same sequence of FP32 additions per token (and saves n*K*dim floats).
-  const int64_t KK = K;
+  // ascending id, each over the batch's tokens routed to it, and writes each output into its
+  // (token, slot) row of Y [tokens, K, dim]; rows of experts owned elsewhere stay 0 and the
+  // all-reduce is exact (one non-zero contributor per element). Then every rank adds a token's
+  // slots in ascending expert id order, from +0. Runs over blocks of tokens (Y bounded).
   constexpr int64_t kSlotFloats = int64_t{1} << 24;
-  const int64_t block = comm_ ? std::max<int64_t>(1, kSlotFloats / (KK * dim)) : n;
-  std::fill(out, out + n * dim, 0.0f);
+  const int64_t block = std::max<int64_t>(1, kSlotFloats / (K * dim));
   const float limit = c_.swiglu_limit[l];
-  std::vector<float> Y, xe, g, u, y;
-  std::vector<int64_t> rows;  // slot index (t - t0) * K + k
-  std::vector<float> rw;
-  std::vector<int> order;
   Result<void> failed = ok();  // an expert-store error is returned after the collectives
   // Announce this step's experts (ascending, distinct, owned by this rank) to the store: a caching
   // store reserves their slots so loading one never evicts another this step needs. Released by
   // end_step after the loop, on the error path too.
-  std::vector<int> step_experts;
-  for (const Routing& r : routes)
-    for (int e : r.experts)
-      if (shard_.owns_expert(l, e)) step_experts.push_back(e);
+  std::vector<int32_t>& step_experts = step_experts_;
+  step_experts.clear();
+  for (int32_t e : ids_host_)
+    if (shard_.owns_expert(l, e)) step_experts.push_back(e);
   std::sort(step_experts.begin(), step_experts.end());
   step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
-  if (auto b = w_.experts->begin_step(l, step_experts); !b) failed = b.error();
+  if (auto b = w_.experts->begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
+    failed = b.error();
+  const dev::Tensor Y = ws_.f32(dim, std::min(n, block) * K);
   for (int64_t t0 = 0; t0 < n; t0 += block) {
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
-    if (comm_) Y.assign(static_cast<size_t>(nb * KK * dim), 0.0f);
-    for (int e = 0; e < E && failed.ok(); ++e) {
-      if (!shard_.owns_expert(l, e)) continue;
-      rows.clear();
-      rw.clear();
-      for (int64_t t = t0; t < t1; ++t)
-        for (size_t k = 0; k < routes[t].experts.size(); ++k)
-          if (routes[t].experts[k] == e) {
-            rows.push_back((t - t0) * KK + static_cast<int64_t>(k));
-            rw.push_back(routes[t].weights[k]);
-          }
-      if (rows.empty()) continue;
-      const int64_t m = static_cast<int64_t>(rows.size());
+    const dev::Tensor Yb = Y.rows_view(0, nb * K), idb = ids.rows_view(t0, t1);
+    if (comm_) dev_.fill(s_, Yb, 0.0f);
+    for (int e : step_experts) {
+      if (!failed.ok()) break;
+      bool used = false;
+      for (int64_t i = t0 * K; i < t1 * K && !used; ++i) used = ids_host_[i] == e;
+      if (!used) continue;
       auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
       auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
       auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
@@ -88,53 +71,29 @@ Result<void> Forward::moe(int l, const float* x, std::span<const int32_t> tokens
         failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
         break;
       }
-      xe.resize(static_cast<size_t>(m * dim));
-      for (int64_t i = 0; i < m; ++i) std::copy_n(x + (t0 + rows[i] / KK) * dim, dim, xe.data() + i * dim);
-      g.resize(static_cast<size_t>(m * ff));
-      u.resize(static_cast<size_t>(m * ff));
-      dev_.matmul2(*wg, g.data(), *wu, u.data(), xe.data(), m, act_);
-      for (int64_t i = 0; i < m; ++i) {
-        swiglu_clamped(g.data() + i * ff, u.data() + i * ff, ff, limit);
-        for (int64_t j = 0; j < ff; ++j) g[i * ff + j] *= rw[i];  // REF: weight before w2
-      }
-      y.resize(static_cast<size_t>(m * dim));
-      dev_.matmul(*wd, g.data(), m, y.data(), act_);
+      // One expert per launch: a caching store may hand the next expert the same bypass slot.
+      const dev::ExpertTensors et{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)};
+      dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), std::span(&et, 1), limit, act_, Yb);
       expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
                               static_cast<uint64_t>(wu->out) * wu->row_bytes +
                               static_cast<uint64_t>(wd->out) * wd->row_bytes;
-      if (!comm_) {
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t d = 0; d < dim; ++d) out[(t0 + rows[i] / KK) * dim + d] += y[i * dim + d];
-      } else {
-        for (int64_t i = 0; i < m; ++i) std::copy_n(y.data() + i * dim, dim, Y.data() + rows[i] * dim);
-      }
     }
-    if (!comm_) continue;
-    DS4_TRY_VOID(comm_->all_reduce_sum_f32(Y.data(), nb * KK * dim));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int nk = static_cast<int>(routes[t].experts.size());
-      order.resize(static_cast<size_t>(nk));
-      for (int k = 0; k < nk; ++k) order[k] = k;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int a, int b) { return routes[t].experts[a] < routes[t].experts[b]; });
-      for (int k : order) {
-        const float* yk = Y.data() + ((t - t0) * KK + k) * dim;
-        for (int64_t d = 0; d < dim; ++d) out[t * dim + d] += yk[d];
-      }
-    }
+    if (comm_) DS4_TRY_VOID(dev_.all_reduce_sum(s_, *comm_, Yb));
+    if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }
   w_.experts->end_step(l);
   if (!failed.ok()) return failed;
 
-  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF).
-  const int64_t sff = L.sh_gate.out;
-  g.resize(static_cast<size_t>(n * sff));
-  u.resize(static_cast<size_t>(n * sff));
-  dev_.matmul2(L.sh_gate, g.data(), L.sh_up, u.data(), x, n, act_);
-  for (int64_t t = 0; t < n; ++t) swiglu_clamped(g.data() + t * sff, u.data() + t * sff, sff, c_.swiglu_limit_shexp[l]);
-  y.resize(static_cast<size_t>(n * dim));
-  dev_.matmul(L.sh_down, g.data(), n, y.data(), act_);
-  for (int64_t i = 0; i < n * dim; ++i) out[i] += y[i];
+  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF), added after the routed sum;
+  // it reuses the router's and the slots' memory.
+  ws_.release(mk);
+  const int64_t sff = L.sh_gate.ne1;
+  const dev::Tensor g = ws_.f32(sff, n), u = ws_.f32(sff, n), y = ws_.f32(dim, n);
+  dev_.matmul2(s_, L.sh_gate, g, L.sh_up, u, x, act_);
+  dev_.swiglu(s_, g, u, c_.swiglu_limit_shexp[l], dev::Tensor{});
+  dev_.matmul(s_, L.sh_down, g, y, act_);
+  dev_.add(s_, out, y);
+  ws_.release(mk);
   return ok();
 }
 

@@ -41,19 +41,4 @@ RopeTable::RopeTable(int rope_dim, double theta, const YarnParams& yarn) : rope_
   }
 }
 
-void RopeTable::apply(float* x, int64_t dim, int64_t pos, bool inverse) const {
-  DS4_CHECK(dim >= rope_dim_);
-  float* r = x + (dim - rope_dim_);
-  const int half = rope_dim_ / 2;
-  for (int i = 0; i < half; ++i) {
-    const float ang = static_cast<float>(pos) * freqs_[i];  // REF: outer(t, freqs) in float32
-    const float c = static_cast<float>(std::cos(static_cast<double>(ang)));
-    float s = static_cast<float>(std::sin(static_cast<double>(ang)));
-    if (inverse) s = -s;
-    const float a = r[2 * i], b = r[2 * i + 1];
-    r[2 * i] = a * c - b * s;
-    r[2 * i + 1] = a * s + b * c;
-  }
-}
-
 }  // namespace ds4

@@ -30,10 +30,9 @@ class RopeTable {
   RopeTable() = default;
   RopeTable(int rope_dim, double theta, const YarnParams& yarn);
   int rope_dim() const { return rope_dim_; }
+  /// The rope_dim/2 frequencies (the table the rope op reads, Device::rope; the rotation itself
+  /// is the rope op's CPU reference).
   const std::vector<float>& freqs() const { return freqs_; }
-  /// Rotates the last rope_dim entries of `x` (length `dim`) to position `pos`; `inverse` applies
-  /// the conjugate (de-rotation, REF apply_rotary_emb(inverse=True)).
-  void apply(float* x, int64_t dim, int64_t pos, bool inverse) const;
 
  private:
   int rope_dim_ = 0;

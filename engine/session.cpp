@@ -159,11 +159,14 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     DS4_TRY(RankWeightBytes b, rank_weight_bytes(m->config_, m->weights_, m->shards_.back()));
     m->rank_bytes_.push_back(b);
   }
-  // CPU backend: the worker threads are split evenly over the ranks (results do not depend on
-  // the thread count, kernels/device.h).
+  // Backend: the worker threads are split evenly over the ranks (results do not depend on the
+  // thread count, kernels/device.h). The non-expert weights are bound once per rank device.
+  auto kind = dev::parse_backend(opts.backend);
+  if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int per_rank = std::max(1, (opts.threads > 0 ? opts.threads : hw) / R);
-  for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_cpu_device(R == 1 ? opts.threads : per_rank));
+  for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank));
+  for (int r = 0; r < R; ++r) m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r]));
   if (R > 1) m->comms_ = comm::make_cpu_group(R);
   return m;
 }
@@ -184,62 +187,121 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& path, const ModelO
   return std::shared_ptr<Model>(std::move(m));
 }
 
-Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<Model> model) {
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<Model> model, const SessionOptions& opts) {
   auto m = std::dynamic_pointer_cast<Dsv4Model>(model);
   if (!m) return Error{"Session::create: the model is not a DeepSeek-V4 model loaded by Model::load"};
-  return std::unique_ptr<Session>(new Dsv4Session(std::move(m)));
+  const int64_t n_ctx = m->config().n_ctx;
+  if (opts.capacity < 0 || opts.capacity > n_ctx)
+    return Error{"session capacity " + std::to_string(opts.capacity) + ": expected 0 (default) to the model's context_length " +
+                 std::to_string(n_ctx)};
+  const int64_t cap = opts.capacity > 0 ? opts.capacity : std::min(n_ctx, SessionOptions::kDefaultCapacity);
+  return std::unique_ptr<Session>(new Dsv4Session(std::move(m), cap));
 }
 
-Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m) : model_(std::move(m)) {
+Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m)
+    : Dsv4Session(m, std::min(m->config().n_ctx, SessionOptions::kDefaultCapacity)) {}
+
+Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity) : model_(std::move(m)) {
   const int R = model_->tp();
-  states_.assign(static_cast<size_t>(R), SequenceState(model_->config()));
-  forwards_.reserve(static_cast<size_t>(R));
   for (int r = 0; r < R; ++r) {
+    states_.push_back(std::make_unique<SequenceState>(model_->config(), model_->device(r), capacity));
     if (R == 1)
-      forwards_.emplace_back(model_->config(), model_->weights(), model_->device(0), model_->act_format());
+      forwards_.push_back(std::make_unique<Forward>(model_->config(), model_->weights(), model_->device_weights(0),
+                                                    model_->device(0), model_->act_format()));
     else
-      forwards_.emplace_back(model_->config(), model_->weights(), model_->device(r), model_->act_format(),
-                             model_->shard(r), model_->comm(r));
+      forwards_.push_back(std::make_unique<Forward>(model_->config(), model_->weights(), model_->device_weights(r),
+                                                    model_->device(r), model_->act_format(), model_->shard(r),
+                                                    model_->comm(r)));
   }
 }
 
 WeightTraffic Dsv4Session::weight_traffic() const {
   WeightTraffic t;
   for (int r = 0; r < model_->tp(); ++r) t.total += model_->device(r).weight_bytes_read();
-  for (const Forward& f : forwards_) t.routed_experts += f.expert_weight_bytes();
+  for (const auto& f : forwards_) t.routed_experts += f->expert_weight_bytes();
   return t;
+}
+
+Result<void> Dsv4Session::restore_state(std::span<const uint8_t> blob) {
+  for (auto& s : states_) DS4_TRY_VOID(s->restore(blob));
+  return ok();
 }
 
 Result<void> Dsv4Session::eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                                std::vector<float>* logits_last) {
-  const ModelConfig& c = model_->config();
-  const int64_t pos = states_[0].pos;
-  if (pos + static_cast<int64_t>(tokens.size()) > c.n_ctx)
-    return Error{"eval: " + std::to_string(pos) + " + " + std::to_string(tokens.size()) +
-                 " tokens exceed the model's context_length " + std::to_string(c.n_ctx)};
   if (tokens.empty()) return ok();
-  const bool all = logits_all != nullptr;
-  std::vector<float>* dst = all ? logits_all : logits_last;  // null: no head matmul
-  const int R = static_cast<int>(forwards_.size());
+  const BatchItem item{this, tokens, logits_all, logits_last};
+  return eval_items(std::span<const BatchItem>(&item, 1));
+}
+
+Result<void> Dsv4Session::eval_items(std::span<const BatchItem> items) {
+  if (items.empty()) return ok();
+  std::vector<Dsv4Session*> ss;
+  for (const BatchItem& it : items) {
+    auto* s = dynamic_cast<Dsv4Session*>(it.session);
+    if (!s) return Error{"eval_batch: a session is not a DeepSeek-V4 session"};
+    if (s->model_ != static_cast<Dsv4Session*>(items[0].session)->model_)
+      return Error{"eval_batch: the sessions belong to different models"};
+    for (Dsv4Session* o : ss)
+      if (o == s) return Error{"eval_batch: a session appears twice in one batch"};
+    if (it.tokens.empty()) return Error{"eval_batch: a batch item has no tokens"};
+    const ModelConfig& c = s->model_->config();
+    const int64_t pos = s->position(), n = static_cast<int64_t>(it.tokens.size());
+    if (pos + n > c.n_ctx)
+      return Error{"eval: " + std::to_string(pos) + " + " + std::to_string(n) + " tokens exceed the model's context_length " +
+                   std::to_string(c.n_ctx)};
+    ss.push_back(s);
+  }
+  Dsv4Session& lead = *ss[0];
+  const int R = static_cast<int>(lead.forwards_.size());
+  const int64_t vocab = lead.model_->config().vocab;
+  // Rank r's chunks: the sessions' rank-r states; rank 0 writes the logits and traces.
+  std::vector<std::vector<float>> logits0(items.size());
+  auto chunks_of = [&](int r, std::vector<std::vector<float>>* out) {
+    std::vector<SeqChunk> v;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const BatchItem& it = items[i];
+      const bool want = it.logits_all || it.logits_last;
+      v.push_back(SeqChunk{ss[i]->states_[r].get(), it.tokens, it.logits_all != nullptr,
+                           want ? &(*out)[i] : nullptr, r == 0 ? ss[i]->trace_ : nullptr});
+    }
+    return v;
+  };
   if (R == 1) {
-    DS4_TRY_VOID(forwards_[0].eval(tokens, states_[0], all, dst, trace_));
+    const std::vector<SeqChunk> v = chunks_of(0, &logits0);
+    DS4_TRY_VOID(lead.forwards_[0]->eval(v));
   } else {
     // One thread per rank; every rank gets the full logits, rank 0's are returned.
-    std::vector<Result<void>> res(static_cast<size_t>(R));
-    std::vector<std::vector<float>> scratch(static_cast<size_t>(R));
+    std::vector<Result<void>> res(static_cast<size_t>(R), ok());
+    std::vector<std::vector<std::vector<float>>> scratch(static_cast<size_t>(R),
+                                                         std::vector<std::vector<float>>(items.size()));
     std::vector<std::thread> threads;
     for (int r = 1; r < R; ++r)
       threads.emplace_back([&, r] {
-        res[r] = forwards_[r].eval(tokens, states_[r], all, dst ? &scratch[r] : nullptr, nullptr);
+        const std::vector<SeqChunk> v = chunks_of(r, &scratch[r]);
+        res[r] = lead.forwards_[r]->eval(v);
       });
-    res[0] = forwards_[0].eval(tokens, states_[0], all, dst, trace_);
+    {
+      const std::vector<SeqChunk> v = chunks_of(0, &logits0);
+      res[0] = lead.forwards_[0]->eval(v);
+    }
     for (auto& t : threads) t.join();
     for (auto& r : res) DS4_TRY_VOID(r);
   }
-  if (all && logits_last) {
-    logits_last->assign(logits_all->end() - c.vocab, logits_all->end());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    if (it.logits_all) *it.logits_all = std::move(logits0[i]);
+    if (it.logits_last) {
+      const std::vector<float>& src = it.logits_all ? *it.logits_all : logits0[i];
+      if (it.logits_all)
+        it.logits_last->assign(src.end() - vocab, src.end());
+      else
+        *it.logits_last = std::move(logits0[i]);
+    }
   }
   return ok();
 }
+
+Result<void> eval_batch(std::span<const BatchItem> items) { return Dsv4Session::eval_items(items); }
 
 }  // namespace ds4

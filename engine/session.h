@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "staging/staging_counters.h"
 
 namespace ds4 {
 
@@ -33,6 +34,9 @@ inline constexpr int kMaxThreads = 1024;
 /// Options for loading a model.
 struct ModelOptions {
   Activations activations = Activations::F32;
+  /// Compute backend: "cpu", or "auto" (the best available; the CPU until the CUDA backend lands).
+  /// Anything else is an error at load naming the accepted values (kernels/device.h parse_backend).
+  std::string backend = "auto";
   int threads = 0;  // 0 = all hardware threads
   int tp = 1;       // tensor-parallel ranks (1, 2, 4, 8): one thread + device per rank; every
                     // tp gives bit-identical logits (engine/tensor_parallel.h, canonical definition)
@@ -81,6 +85,27 @@ class Model {
   /// Multi-line summary of the expert store: tier, bytes moved per tier, cache and NVMe reader
   /// counters (staging::StagingCounters::summary()).
   virtual std::string experts_summary() const = 0;
+  /// The expert store's counters so far (tier, bytes staged per tier, cache and reader counters).
+  virtual staging::StagingCounters expert_counters() const = 0;
+  /// Name of the device(s) the model runs on ("cpu (4 threads)").
+  virtual std::string device_name() const = 0;
+};
+
+/// Per-token records of routing and indexer decisions (golden tests, `calibrate`, `run
+/// --routing-out`), indexed by absolute position.
+struct ForwardTrace {
+  /// router[layer][pos] = selected expert ids in selection order (hash: tid2eid order).
+  std::vector<std::vector<std::vector<int32_t>>> router;
+  /// indexer[layer][pos] = selected compressed block ids (descending score; ratio-4 layers only).
+  std::vector<std::vector<std::vector<int32_t>>> indexer;
+};
+
+/// Options for a Session.
+struct SessionOptions {
+  /// Positions the session's state holds (fixed device tensors sized at creation); 0 = the
+  /// model's context_length, capped at kDefaultCapacity. Must be <= context_length.
+  int64_t capacity = 0;
+  static constexpr int64_t kDefaultCapacity = 65536;
 };
 
 /// Weight bytes the engine has read, for roofline figures (`bench`). Counted per matmul launch
@@ -93,7 +118,8 @@ struct WeightTraffic {
 /// One sequence. Not thread-safe; one Session per concurrent sequence.
 class Session {
  public:
-  static Result<std::unique_ptr<Session>> create(std::shared_ptr<Model> model);
+  /// A fresh sequence of `model`. Errors: a capacity above the model's context_length.
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<Model> model, const SessionOptions& opts = {});
   virtual ~Session() = default;
 
   /// Feeds `tokens` at positions position()..position()+n-1 (prefill, or a chunk of a prefill, or
@@ -112,6 +138,30 @@ class Session {
   virtual RankMemory rank_memory(int rank) const = 0;
   /// Weight bytes read so far (monotone; take differences around an eval).
   virtual WeightTraffic weight_traffic() const = 0;
+  /// Positions this session can hold (SessionOptions::capacity).
+  virtual int64_t capacity() const = 0;
+  /// Records router and indexer decisions of later eval calls into `trace` (null = stop).
+  virtual void set_trace(ForwardTrace* trace) = 0;
+  /// The sequence state as a host blob (position, window ring, compressed KV, indexer keys,
+  /// compressor buffers: engine/sequence_state.h), for prefix reuse or rollback.
+  virtual std::vector<uint8_t> save_state() const = 0;
+  /// Restores a save_state() blob of a session of the same model. Errors name the mismatch.
+  virtual Result<void> restore_state(std::span<const uint8_t> blob) = 0;
 };
+
+/// One sequence's request in a batch: `tokens` fed to `session` at its position; logits as in
+/// Session::eval (`logits_all` [n, vocab] or the last row into `logits_last`; either may be null).
+struct BatchItem {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  std::vector<float>* logits_all = nullptr;
+  std::vector<float>* logits_last = nullptr;
+};
+
+/// Evaluates several sequences in one forward pass (every weight read once for all of them):
+/// each item's session advances as if it had called eval alone, with bit-identical logits in any
+/// order and at any thread count. Sessions must be distinct, of one model, with non-empty tokens.
+/// Errors as Session::eval (nothing is fed when the batch is rejected before the pass).
+Result<void> eval_batch(std::span<const BatchItem> items);
 
 }  // namespace ds4

@@ -1,25 +1,46 @@
-// kernels/device.h — the backend-neutral device API the engine calls (DESIGN.md "Folders").
+// kernels/device.h — the backend-neutral, op-level device API the engine calls (DESIGN.md
+// "Folders", "A decode step, as data flows"). In the spirit of ggml-backend: memory is device
+// buffers, data is described by tensor views into them, and the forward pass is a sequence of
+// named ops queued on a stream. No op returns a value to the host; `download` is the only way a
+// result reaches host memory and the only point where the host waits for queued work.
 //
-// A Device owns its worker threads (CPU) or streams (CUDA, later) and launches ops over buffers
-// it allocated. On the CPU backend a buffer is host memory, so engine code may also pass plain
-// host pointers; the CUDA backend (later issue) will implement the same launches on device
-// buffers. Every op has a fixed reduction order that does not depend on the thread count
-// (DESIGN.md "Numerics contract"): each output element is produced by exactly one worker.
+// The CPU backend (make_cpu_device) runs each op immediately on its worker threads; a CUDA
+// backend (later issue) queues the same ops on CUDA streams. Every op's CPU reference lives in
+// kernels/cpu/<op>.cpp (declared in kernels/cpu/ops.h); the reduction order of each op is written
+// on the op below and in DESIGN.md "Numerics contract", and does not depend on the thread count,
+// the number of rows (tokens) of a launch, or which other sequences share a batch: every output
+// element is produced by one worker from its own row's inputs.
 //
-// Shapes: a weight matrix is a ggml tensor [in, out] (ne[0] = in = the contiguous row length,
-// ne[1] = out rows), i.e. torch [out, in]. Activations are token-major float arrays [n, in].
+// Shapes: a tensor is [ne1 rows, ne0 elements] (ggml order: ne[0] is the contiguous row length);
+// rows are `nb1` bytes apart; an optional third dimension ne2 has planes `nb2` bytes apart. A
+// weight matrix is a tensor of a ggml type with ne0 = in, ne1 = out (torch [out, in]).
+// Activations are F32 tensors [n tokens, features]; ids and positions are I32 tensors.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
+#include <span>
+#include <string>
 
+#include "ds4/result.h"
 #include "kernels/quant/ggml_type.h"
+
+namespace ds4::comm {
+class Comm;
+}
 
 namespace ds4::dev {
 
-/// A weight matrix stored in a ggml type: `out` rows of `in` elements, `row_bytes` apart.
-/// `data` stays owned by the caller (mmap, expert store, ...).
+/// How activations enter a matrix product.
+/// F32: the weight row is decoded exactly to FP32 and dotted with FP32 activations (dot_f32 order).
+/// Q8_1: activations are quantized to Q8_1 blocks (kernels/quant/quantize_q8.h) and dotted with the
+/// weight's blocks in the kernels/quant/dot_q8_1.h order. Weight types without a Q8_1 dot (F32, F16,
+/// BF16) take the F32 path; see `uses_q8_1`.
+enum class ActFormat { F32, Q8_1 };
+
+/// A host-side description of a weight matrix in host memory (the GGUF mapping, an expert slab):
+/// `out` rows of `in` elements of `type`, `row_bytes` apart. It is not a device object: ops never
+/// take it; Device::bind makes a device tensor of it. `data` stays owned by the caller.
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;
@@ -30,70 +51,237 @@ struct WeightMatrix {
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
-/// How activations enter a matrix product.
-/// F32: the weight row is decoded exactly to FP32 and dotted with FP32 activations.
-/// Q8_1: activations are quantized to Q8_1 blocks (kernels/cpu/quant_ref.h quantize_row_q8_1) and
-/// dotted with the weight's blocks by vec_dot_q8_1 (integer sub-block sums). Weight types without
-/// a Q8_1 dot (F32, F16, BF16) fall back to the F32 path; see `uses_q8_1`.
-/// FP8_QDQ: DeepSeek's QAT simulation (`--activations fp8`): for weights stored as FP8/FP4 in the
-/// official checkpoint (F8_E4M3_R128, MXFP4, NVFP4_S2) the activations are first FP8 E4M3
-/// quantize-dequantized in 1x128 blocks (kernels/quant/act_qdq.h qdq_fp8_e4m3, REF linear() ->
-/// act_quant), then the F32 path; other weights take the F32 path unchanged.
-enum class ActFormat { F32, Q8_1, FP8_QDQ };
-
-/// True for the weight types whose activations FP8_QDQ quantizes (FP8/FP4 checkpoint encodings).
-bool is_fp8_fp4_weight(GgmlType type);
-
-/// Device memory. On the CPU backend `data()` is a host pointer.
+/// Device memory, owned by whoever holds the unique_ptr. Only the backend that made a buffer
+/// reads its contents (ops check `backend()`).
 class Buffer {
  public:
   virtual ~Buffer() = default;
-  virtual void* data() = 0;
+  /// Size in bytes.
   virtual uint64_t bytes() const = 0;
+  /// The backend that owns this buffer (a tag compared by the ops).
+  virtual const void* backend() const = 0;
 };
 
-/// The op launches. All float math is FP32; reductions are sequential per output element in the
-/// order stated on each op (8 interleaved partial sums for dot products, combined pairwise).
-/// Launches from several threads are serialized (each one uses all workers); an op must not be
-/// launched from inside a parallel_for body.
+/// A view of device memory: `ne1` rows (and `ne2` planes) of `ne0` elements of `type`, starting
+/// `offset` bytes into `buf`. Strided views (column slices of weights, a group's columns of an
+/// activation) keep the parent's row stride `nb1`. Copyable, non-owning.
+struct Tensor {
+  Buffer* buf = nullptr;
+  uint64_t offset = 0;
+  GgmlType type = GgmlType::F32;
+  int64_t ne0 = 0, ne1 = 0, ne2 = 1;
+  uint64_t nb1 = 0, nb2 = 0;  // row and plane strides (bytes)
+
+  bool empty() const { return buf == nullptr; }
+  int64_t rows() const { return ne1; }
+  /// Bytes of one row's data (ne0 elements of `type`).
+  uint64_t row_data_bytes() const;
+  /// True when rows (and planes) are packed: nb1 == row_data_bytes(), nb2 == ne1 * nb1.
+  bool contiguous() const;
+  /// Rows [r0, r1) (a view).
+  Tensor rows_view(int64_t r0, int64_t r1) const;
+  /// Elements [c0, c1) of every row (a strided view; for block types c0, c1 must be multiples of
+  /// the block length, checked).
+  Tensor cols_view(int64_t c0, int64_t c1) const;
+  /// The same contiguous memory as [rows, row_len] (rows * row_len == ne0 * ne1 * ne2; checked).
+  Tensor reshaped(int64_t row_len, int64_t rows) const;
+  /// Plane `p` of a 3-D tensor (a 2-D view).
+  Tensor plane(int64_t p) const;
+};
+
+/// A device tensor together with the buffer that owns its memory.
+struct OwnedTensor {
+  std::unique_ptr<Buffer> buffer;
+  Tensor t;
+};
+
+/// An ordered queue of ops and copies (a CUDA stream; on the CPU backend, work runs at enqueue).
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+
+/// A point in a stream's work that other streams can wait for.
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+/// One of the routed experts a grouped MoE launch computes: its id and its three matrices
+/// (gate, up: [dim -> ff], down: [ff -> dim]).
+struct ExpertTensors {
+  int32_t id = 0;
+  Tensor gate, up, down;
+};
+
+/// A compute device. Ops are enqueued on `s` (the default stream when the engine has one stream);
+/// inputs must stay valid until the op has run (CPU: until the call returns). Outputs may not
+/// alias inputs unless the op says so. Shapes are checked (programmer errors abort).
 class Device {
  public:
   virtual ~Device() = default;
   /// Human-readable name ("cpu (4 threads)").
   virtual const char* name() const = 0;
-  /// Number of worker threads.
+  /// Number of worker threads (CPU) or SMs.
   virtual int threads() const = 0;
-  /// Allocates `bytes` of device memory (zeroed).
-  virtual std::unique_ptr<Buffer> alloc(uint64_t bytes) = 0;
 
-  /// y[t, r] = sum_i W[r, i] * x[t, i] for t < n, r < w.out. x: [n, w.in], y: [n, w.out].
-  /// Parallel over rows r; the value of each y[t, r] does not depend on n or the thread count.
-  virtual void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y,
-                      ActFormat act) = 0;
-  /// Like matmul, for several matrices sharing the same input (e.g. gate and up), one launch.
-  virtual void matmul2(const WeightMatrix& w0, float* y0, const WeightMatrix& w1, float* y1,
-                       const float* x, int64_t n, ActFormat act) = 0;
-  /// y[t, :] = weight * x[t, :] * rsqrt(mean(x[t,:]^2) + eps) for t < n rows of `dim`;
-  /// `weight` may be null (no weight). y may alias x.
-  virtual void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
-                       float* y) = 0;
-  /// Runs fn(i) for i in [0, n) on the workers (any order; fn must write disjoint outputs).
-  virtual void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) = 0;
-  /// Weight bytes read by matmul/matmul2 since the device was made: each launch counts every
-  /// matrix once (out * row_bytes), whatever the token count n (a row is read once from memory
-  /// and reused from cache for all n tokens). The engine's roofline counter (`bench`).
+  // ---- memory ------------------------------------------------------------------------------
+  /// A zeroed device buffer of `bytes`.
+  virtual std::unique_ptr<Buffer> alloc(uint64_t bytes) = 0;
+  /// A packed tensor [rows, row_len] of `type` in a new zeroed buffer.
+  OwnedTensor alloc_tensor(GgmlType type, int64_t row_len, int64_t rows, int64_t planes = 1);
+  /// A device tensor of the host weight `w`: on the CPU backend a view of the host memory itself
+  /// (no copy; the memory must outlive every use); a backend that cannot read host memory copies
+  /// it into memory it owns until the device is destroyed.
+  virtual Tensor bind(const WeightMatrix& w) = 0;
+  /// bind() of a host float array [n] (norm weights, biases, mHC parameters).
+  Tensor bind_f32(const float* p, int64_t n);
+  /// bind() of a host int32 table [rows, row_len] (the hash-routing table tid2eid).
+  Tensor bind_i32(const int32_t* p, int64_t row_len, int64_t rows);
+  /// Copies `bytes` of host memory into `dst` (packed rows from its start) on stream `s`. `src`
+  /// must stay valid until `s` is synchronized (CPU: copied before returning).
+  virtual void upload(Stream& s, const Tensor& dst, const void* src, uint64_t bytes) = 0;
+  /// Waits for the work queued on `s`, then copies `bytes` of `src` (packed rows) to host `dst`.
+  virtual void download(Stream& s, const Tensor& src, void* dst, uint64_t bytes) = 0;
+
+  // ---- streams and events ------------------------------------------------------------------
+  /// The device's default stream.
+  virtual Stream& stream() = 0;
+  /// A new stream (the CPU backend's streams all run work at enqueue).
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  /// Records an event after the work queued so far on `s`.
+  virtual std::unique_ptr<Event> record(Stream& s) = 0;
+  /// Work queued on `s` after this call waits for `e`.
+  virtual void wait(Stream& s, const Event& e) = 0;
+  /// Blocks until the work queued on `s` is done.
+  virtual void synchronize(Stream& s) = 0;
+
+  // ---- ops (CPU reference: kernels/cpu/<name>.cpp) ----------------------------------------
+  /// y[t, r] = W[r, :] . x[t, :] for t < x.ne1, r < W.ne1 (kernels/cpu/matmul.cpp). W any bound
+  /// type (strided views allowed), x [n, W.ne0] F32, y [n, W.ne1] F32 (strided rows allowed).
+  /// Order: dot_f32's (F32) or dot_q8_1.h's (Q8_1); y[t, r] does not depend on n.
+  virtual void matmul(Stream& s, const Tensor& w, const Tensor& x, const Tensor& y, ActFormat act) = 0;
+  /// matmul for two weights sharing x (gate and up), one launch; x quantized once.
+  virtual void matmul2(Stream& s, const Tensor& w0, const Tensor& y0, const Tensor& w1, const Tensor& y1,
+                       const Tensor& x, ActFormat act) = 0;
+  /// out[t, :] = decoded row ids[t] of `w` when vocab0 <= ids[t] < vocab1, else +0
+  /// (kernels/cpu/embed_rows.cpp; exact). ids I32 [n]; out F32 [n, w.ne0].
+  virtual void embed_rows(Stream& s, const Tensor& w, const Tensor& ids, int64_t vocab0, int64_t vocab1,
+                          const Tensor& out) = 0;
+  /// out[t, :] = all[(ids[t] / rows_per_rank) * n + t, :]: each token's row from the rank that owns
+  /// its id (vocabulary-parallel embedding; exact). all F32 [R*n, dim], ids I32 [n].
+  virtual void owner_rows(Stream& s, const Tensor& all, const Tensor& ids, int64_t rows_per_rank,
+                          const Tensor& out) = 0;
+  /// X[t, j*dim + d] = e[t, d] for j < hc (kernels/cpu/hc_expand.cpp). e [n, dim], X [n, hc*dim].
+  virtual void hc_expand(Stream& s, const Tensor& e, int hc, const Tensor& x) = 0;
+  /// y[t, :] = weight * x[t, :] * (1 / sqrt(mean(x[t, :]^2) + eps)) (kernels/cpu/rmsnorm.cpp);
+  /// `weight` [dim] may be empty; y may alias x. Sum of squares ascending, from 0.
+  virtual void rmsnorm(Stream& s, const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
+  /// mHC before a sublayer (kernels/cpu/hc_pre.cpp): mixes = fn . flat(X[t]) * rsqrt(mean sq), the
+  /// Sinkhorn split into mix[t] = [pre hc | post hc | comb hc*hc], y[t] = sum_j pre[j] X[t, j].
+  /// X [n, hc*dim], fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc]; y [n, dim], mix [n, (2+hc)*hc].
+  virtual void hc_pre(Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base,
+                      int hc, int iters, float hc_eps, float norm_eps, const Tensor& y, const Tensor& mix) = 0;
+  /// mHC after a sublayer, in place (kernels/cpu/hc_post.cpp): X'[k] = post[k] f + sum_j comb[j,k] X[j].
+  virtual void hc_post(Stream& s, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) = 0;
+  /// The head's mHC reduction (kernels/cpu/hc_head.cpp): h[t] = sum_j w_j X[t, j] with
+  /// w = sigmoid(mixes * scale + base) + eps. X [n, hc*dim], fn [hc, hc*dim]; h [n, dim].
+  virtual void hc_head(Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base,
+                       int hc, float hc_eps, float norm_eps, const Tensor& h) = 0;
+  /// Interleaved RoPE on the last 2*freqs.ne0 dims of each of the `heads` D-element heads of every
+  /// row (kernels/cpu/rope.cpp); row t rotated to position pos[t]; `inverse` = the conjugate.
+  /// x F32 [n, heads*D] in place; freqs F32 [rope_dim/2]; pos I32 [n].
+  virtual void rope(Stream& s, const Tensor& x, int64_t heads, const Tensor& freqs, const Tensor& pos,
+                    bool inverse) = 0;
+  /// The compressor over one sequence's chunk at positions pos0.. (kernels/cpu/compressor.cpp):
+  /// per token, (a, g + ape[pos % ratio]) enters the state; a completed block b is pooled
+  /// (per-channel softmax over the candidate tokens, ascending), RMS-normed with `norm`, rotated
+  /// to position b*ratio and stored as cache row b. a, g F32 [n, c*d]; ape [ratio, c*d]; state:
+  /// cur [2, ratio*c*d] (a, g), prev [2, ratio*d] (overlap only, else empty); cache [cap, d].
+  virtual void compressor(Stream& s, const Tensor& a, const Tensor& g, const Tensor& ape, const Tensor& norm,
+                          float eps, const Tensor& freqs, int ratio, int64_t pos0, const Tensor& cur,
+                          const Tensor& prev, const Tensor& cache) = 0;
+  /// Lightning-indexer shard scores of one sequence's chunk (kernels/cpu/indexer_scores.cpp):
+  /// out[k, t, j] = sum over heads h of shard k (ascending, from 0) of w[t, h] * relu(q[t, h] . keys[j])
+  /// for j < (pos0 + t + 1) / 4, shards of `hs` heads, k < out.ne2; other entries untouched.
+  /// q [n, H*D], w [n, H], keys [cap, D], out [shards, n, ld].
+  virtual void indexer_scores(Stream& s, const Tensor& q, const Tensor& w, const Tensor& keys, int64_t hs,
+                              int64_t pos0, const Tensor& out) = 0;
+  /// dst[i] = ((src[0, i] + src[1, i]) + ...) + src[P-1, i] (kernels/cpu/ordered_sum.cpp): the
+  /// canonical shard sum and the TP rank order. src F32 [P, m] (plane p = src.plane(p) or rows),
+  /// dst F32 [m]; both packed, viewed flat.
+  virtual void ordered_sum(Stream& s, const Tensor& src, int64_t parts, const Tensor& dst) = 0;
+  /// Per row t, the indices of the k largest of the first (pos0 + t + 1) / ratio scores, descending,
+  /// ties to the lower index, NaN last, -1 padded (kernels/cpu/topk.cpp). scores [n, ld], out I32 [n, k].
+  virtual void topk(Stream& s, const Tensor& scores, int64_t pos0, int ratio, const Tensor& out) = 0;
+  /// Sparse attention with sink over one sequence's chunk (kernels/cpu/sparse_attention.cpp): query
+  /// t (position pos0+t) attends to the raw KV of positions max(0, pos-win+1)..pos (this chunk's kv
+  /// rows, else the window ring row p % win), then ratio 4: the compressed rows sel[t] (>= 0), ratio
+  /// > 0 otherwise: compressed rows 0..(pos+1)/ratio-1; softmax with the head's sink logit;
+  /// out = sum_i p_i v_i (ascending i). q [n, H*D], kv [n, D], ring [win, D], ckv [cap, D],
+  /// sel I32 [n, k] or empty, sinks [H]; out [n, H*D].
+  virtual void sparse_attention(Stream& s, const Tensor& q, const Tensor& kv, const Tensor& ring,
+                                const Tensor& ckv, const Tensor& sel, const Tensor& sinks, int ratio,
+                                int64_t pos0, float scale, const Tensor& out) = 0;
+  /// Ring update (kernels/cpu/window_store.cpp): ring[p % win] = kv[p - pos0] for the last
+  /// min(n, win) positions p of the chunk. kv [n, D], ring [win, D].
+  virtual void window_store(Stream& s, const Tensor& kv, int64_t pos0, const Tensor& ring) = 0;
+  /// dst = src element-wise (kernels/cpu/copy.cpp); same shape, strided rows allowed, F32 or I32.
+  virtual void copy(Stream& s, const Tensor& src, const Tensor& dst) = 0;
+  /// dst += src element-wise (kernels/cpu/add.cpp); F32, same shape.
+  virtual void add(Stream& s, const Tensor& dst, const Tensor& src) = 0;
+  /// x *= factor element-wise (kernels/cpu/scale.cpp).
+  virtual void scale(Stream& s, const Tensor& x, float factor) = 0;
+  /// Every element of x (F32) = value (kernels/cpu/fill.cpp).
+  virtual void fill(Stream& s, const Tensor& x, float value) = 0;
+  /// MoE routing (kernels/cpu/router.cpp): s = sqrt(softplus(logits)); hash layers (`tid2eid`
+  /// [vocab, K] non-empty) take tid2eid[tokens[t]], others the top-K of s + bias (ties: lower id);
+  /// weights from the un-biased s: s[e] / sum(selected s, in slot order) (when `normalize`) times
+  /// route_scale. logits [n, E], bias [E] or empty, tokens I32 [n]; ids I32 [n, K], weights F32 [n, K].
+  virtual void router(Stream& s, const Tensor& logits, const Tensor& bias, const Tensor& tid2eid,
+                      const Tensor& tokens, bool normalize, float route_scale, const Tensor& ids,
+                      const Tensor& weights) = 0;
+  /// Clamped SwiGLU in place (kernels/cpu/swiglu.cpp): g = silu(min(g, limit)) * clamp(u, +-limit)
+  /// (limit <= 0: no clamp), times row_weight[t] when non-empty. g, u [n, ff]; row_weight [n].
+  virtual void swiglu(Stream& s, const Tensor& g, const Tensor& u, float limit, const Tensor& row_weight) = 0;
+  /// Grouped routed experts (kernels/cpu/moe_experts.cpp): for each expert of `experts` (ascending
+  /// id), the slots (t, k) with ids[t, k] == id, in ascending (t, k) order, are gathered, and
+  /// slots[t*K + k] = down(swiglu(gate x_t, up x_t, limit) * weights[t, k]). Other slots are left
+  /// as they are. x [n, dim], ids I32 [n, K], weights [n, K], slots [n*K, dim].
+  virtual void moe_experts(Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           std::span<const ExpertTensors> experts, float limit, ActFormat act,
+                           const Tensor& slots) = 0;
+  /// out[t] = ((0 + slots[t, k1]) + slots[t, k2]) + ... over t's K slots in ascending expert id
+  /// (stable: equal ids in slot order) (kernels/cpu/moe_combine.cpp). out [n, dim].
+  virtual void moe_combine(Stream& s, const Tensor& slots, const Tensor& ids, const Tensor& out) = 0;
+  /// recv[r * m + i] = rank r's src[i] (the rank group's all-gather; src, recv packed F32).
+  virtual Result<void> all_gather(Stream& s, comm::Comm& c, const Tensor& src, const Tensor& recv) = 0;
+  /// buf = the rank-order sum of every rank's buf (comm::Comm::all_reduce_sum_f32).
+  virtual Result<void> all_reduce_sum(Stream& s, comm::Comm& c, const Tensor& buf) = 0;
+
+  /// Weight bytes read by matmul/matmul2/moe_experts since the device was made: each launch counts
+  /// every matrix once (ne1 * nb1), whatever the token count (the engine's roofline counter).
   virtual uint64_t weight_bytes_read() const = 0;
 };
 
 /// True when matmul with `act` = Q8_1 really quantizes activations for weight type `type`.
 bool uses_q8_1(GgmlType type);
 
-/// Dot product of two FP32 vectors of length n in the fixed order: 8 interleaved partial sums
-/// (lane k takes elements i with i % 8 == k, ascending), then ((s0+s4)+(s1+s5))+((s2+s6)+(s3+s7)),
-/// then the tail elements ascending.
-float dot_f32(const float* a, const float* b, int64_t n);
+/// True when weights of `type` can be bound and multiplied (F32 or a type with an exact decoder).
+bool can_bind_type(GgmlType type);
+
+/// Bytes of one row of `n` elements of `type` (n a multiple of the block length; checked).
+uint64_t row_bytes_of(GgmlType type, int64_t n);
 
 /// CPU backend with `threads` workers (0 = hardware concurrency).
 std::unique_ptr<Device> make_cpu_device(int threads);
+
+/// The device kinds ModelOptions::backend names.
+enum class BackendKind { Cpu };
+/// Parses "cpu" or "auto" (auto = the best available: the CPU until the CUDA backend lands).
+/// Errors name the value and the accepted ones.
+Result<BackendKind> parse_backend(const std::string& name);
+/// A device of kind `k` with `threads` workers.
+std::unique_ptr<Device> make_device(BackendKind k, int threads);
 
 }  // namespace ds4::dev

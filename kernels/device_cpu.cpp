@@ -1,260 +1,504 @@
-// kernels/device_cpu.cpp — the CPU implementation of kernels/device.h: a fixed pool of worker
-// threads, matrix products over ggml-typed weights (exact row decode + FP32 dot, or Q8_1
-// activations + vec_dot_q8_1 from kernels/cpu/quant_ref.h), RMSNorm.
+// kernels/device_cpu.cpp — the CPU backend of kernels/device.h: buffers are host memory, bound
+// weights alias host memory, streams run each op at enqueue, and every op calls its reference in
+// kernels/cpu/<op>.cpp on a fixed pool of worker threads, split over rows (tokens or weight
+// rows) so that each output is written by exactly one worker (results do not depend on the
+// thread count). Small ops run on the calling thread (no wake-up), and per-call scratch is kept
+// by the device (no allocation in steady state).
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <immintrin.h>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ds4/result.h"
+#include "kernels/comm.h"
 #include "kernels/cpu/dot_dispatch.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/cpu/row_pool.h"
 #include "kernels/device.h"
-#include "kernels/quant/act_qdq.h"
 
 namespace ds4::dev {
-
-namespace {
-
-/// The same order as dot_f32_scalar with AVX registers: lane k of one __m256 is s[k]; separate
-/// multiply and add (no FMA), so the result is bit-identical to the scalar loop.
-__attribute__((target("avx"))) float dot_f32_avx(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  alignas(32) float s[8];
-  _mm256_store_ps(s, acc);
-  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-  for (; i < n; ++i) r += a[i] * b[i];
-  return r;
-}
-
-/// Four dot products of row `w` with x0..x3, each in dot_f32's order (independent accumulator
-/// chains hide the add latency; every result is bit-identical to dot_f32(w, xk, n)).
-__attribute__((target("avx"))) void dot_f32_x4_avx(const float* w, const float* const* x, int64_t n,
-                                                  float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 wv = _mm256_loadu_ps(w + i);
-    a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(x[0] + i)));
-    a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(x[1] + i)));
-    a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(x[2] + i)));
-    a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, _mm256_loadu_ps(x[3] + i)));
-  }
-  const __m256 acc[4] = {a0, a1, a2, a3};
-  for (int k = 0; k < 4; ++k) {
-    alignas(32) float s[8];
-    _mm256_store_ps(s, acc[k]);
-    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (int64_t j = i; j < n; ++j) r += w[j] * x[k][j];
-    out[k] = r;
-  }
-}
-
-float dot_f32_scalar(const float* a, const float* b, int64_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
-  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-  for (; i < n; ++i) r += a[i] * b[i];
-  return r;
-}
-
-const bool kHaveAvx = __builtin_cpu_supports("avx");
-
-}  // namespace
-
-float dot_f32(const float* a, const float* b, int64_t n) {
-  return kHaveAvx ? dot_f32_avx(a, b, n) : dot_f32_scalar(a, b, n);
-}
-
-bool is_fp8_fp4_weight(GgmlType type) {
-  return type == GgmlType::F8_E4M3_R128 || type == GgmlType::MXFP4 || type == GgmlType::NVFP4_S2;
-}
 
 bool uses_q8_1(GgmlType type) {
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return false;
   return cpu::can_dot_q8_1(type);
 }
 
+bool can_bind_type(GgmlType type) { return type == GgmlType::F32 || cpu::can_dequantize(type); }
+
 namespace {
 
+const char kCpuBackendTag = 0;
+
+/// Host memory owned by the buffer (zeroed; calloc, so untouched pages cost nothing).
 class CpuBuffer final : public Buffer {
  public:
-  explicit CpuBuffer(uint64_t n) : bytes_(n), mem_(n, 0) {}
-  void* data() override { return mem_.data(); }
+  explicit CpuBuffer(uint64_t n) : bytes_(n), mem_(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1))) {
+    DS4_CHECK(mem_ != nullptr);
+  }
+  ~CpuBuffer() override { std::free(mem_); }
   uint64_t bytes() const override { return bytes_; }
+  const void* backend() const override { return &kCpuBackendTag; }
+  uint8_t* base() { return mem_; }
 
  private:
   uint64_t bytes_;
-  std::vector<uint8_t> mem_;
+  uint8_t* mem_;
 };
 
-/// The device's threads: its own kernels/cpu/row_pool.h WorkerPool (the pool implementation
-/// matvec_q8_1 and the memory probe use, but a separate instance, so the devices of concurrent
-/// CPU tensor-parallel ranks each keep their share of threads), `n` threads including the caller.
-/// fn(i) for i in [0, n) runs once each; which thread runs it never changes a result. A call made
-/// while this device's pool is busy (nested, or a concurrent session) runs on the calling thread.
-class ThreadPool {
+/// The whole host address space as one buffer: bound host memory is a tensor whose offset is the
+/// address (the CPU backend reads weights in place).
+class HostAlias final : public Buffer {
  public:
-  explicit ThreadPool(int n) : threads_(n < 1 ? 1 : n) {}
-  int size() const { return threads_; }
-  void run(int64_t n, const std::function<void(int64_t)>& fn) {
-    if (n <= 0) return;
-    pool_.run(n, 1, threads_, [&fn](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) fn(i);
-    });
-  }
-
- private:
-  int threads_;
-  cpu::WorkerPool pool_;
+  uint64_t bytes() const override { return UINT64_MAX; }
+  const void* backend() const override { return &kCpuBackendTag; }
 };
 
-constexpr int64_t kRowsPerTask = 16;
+class CpuStream final : public Stream {};
+class CpuEvent final : public Event {};
+
+uint8_t* ptr(const Tensor& t) {
+  DS4_CHECK(t.buf != nullptr && t.buf->backend() == &kCpuBackendTag);
+  if (auto* b = dynamic_cast<CpuBuffer*>(t.buf)) {
+    DS4_CHECK(t.offset <= b->bytes());
+    return b->base() + t.offset;
+  }
+  return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(t.offset));
+}
+
+cpu::F32Rows f32(const Tensor& t) {
+  DS4_CHECK(t.type == GgmlType::F32 && t.nb1 % 4 == 0);
+  return {reinterpret_cast<float*>(ptr(t)), static_cast<int64_t>(t.nb1 / 4)};
+}
+cpu::F32Rows f32_or_null(const Tensor& t) { return t.empty() ? cpu::F32Rows{} : f32(t); }
+cpu::I32Rows i32(const Tensor& t) {
+  DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
+  return {reinterpret_cast<int32_t*>(ptr(t)), static_cast<int64_t>(t.nb1 / 4)};
+}
+/// Raw 4-byte-element rows (copy of F32 or I32).
+cpu::F32Rows raw4(const Tensor& t) {
+  DS4_CHECK((t.type == GgmlType::F32 || t.type == GgmlType::I32) && t.nb1 % 4 == 0);
+  return {reinterpret_cast<float*>(ptr(t)), static_cast<int64_t>(t.nb1 / 4)};
+}
+cpu::WRows wrows(const Tensor& t) {
+  DS4_CHECK(t.type == GgmlType::F32 || cpu::can_dequantize(t.type));
+  return {t.type, ptr(t), t.ne0, t.ne1, t.nb1};
+}
+const float* fptr(const Tensor& t) { return t.empty() ? nullptr : f32(t).p; }
+
+/// Work below this many "element operations" runs on the calling thread.
+constexpr int64_t kInlineWork = 1 << 15;
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int threads) : pool_(threads) {
-    name_ = "cpu (" + std::to_string(pool_.size()) + " threads)";
+  explicit CpuDevice(int threads) : threads_(threads < 1 ? 1 : threads) {
+    name_ = "cpu (" + std::to_string(threads_) + " threads)";
   }
   const char* name() const override { return name_.c_str(); }
-  int threads() const override { return pool_.size(); }
-  std::unique_ptr<Buffer> alloc(uint64_t bytes) override {
-    return std::make_unique<CpuBuffer>(bytes);
+  int threads() const override { return threads_; }
+
+  std::unique_ptr<Buffer> alloc(uint64_t bytes) override { return std::make_unique<CpuBuffer>(bytes); }
+  Tensor bind(const WeightMatrix& w) override {
+    DS4_CHECK(w.data != nullptr || w.out == 0);
+    Tensor t;
+    t.buf = &alias_;
+    t.offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(w.data));
+    t.type = w.type;
+    t.ne0 = w.in;
+    t.ne1 = w.out;
+    t.nb1 = w.row_bytes;
+    t.nb2 = w.row_bytes * static_cast<uint64_t>(w.out);
+    return t;
+  }
+  void upload(Stream&, const Tensor& dst, const void* src, uint64_t bytes) override {
+    DS4_CHECK(dst.contiguous() || bytes <= dst.row_data_bytes());
+    std::memcpy(ptr(dst), src, bytes);
+  }
+  void download(Stream&, const Tensor& src, void* dst, uint64_t bytes) override {
+    DS4_CHECK(src.contiguous() || bytes <= src.row_data_bytes());
+    std::memcpy(dst, ptr(src), bytes);
   }
 
-  void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y,
-              ActFormat act) override {
-    const WeightMatrix* ws[1] = {&w};
-    float* ys[1] = {y};
-    run_matmuls(ws, ys, 1, x, n, act);
+  Stream& stream() override { return stream_; }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(); }
+  std::unique_ptr<Event> record(Stream&) override { return std::make_unique<CpuEvent>(); }
+  void wait(Stream&, const Event&) override {}
+  void synchronize(Stream&) override {}
+
+  void matmul(Stream& s, const Tensor& w, const Tensor& x, const Tensor& y, ActFormat act) override {
+    const Tensor* ws[1] = {&w};
+    const Tensor* ys[1] = {&y};
+    run_matmuls(ws, ys, 1, x, act);
   }
-  void matmul2(const WeightMatrix& w0, float* y0, const WeightMatrix& w1, float* y1,
-               const float* x, int64_t n, ActFormat act) override {
-    DS4_CHECK(w0.in == w1.in);
-    const WeightMatrix* ws[2] = {&w0, &w1};
-    float* ys[2] = {y0, y1};
-    run_matmuls(ws, ys, 2, x, n, act);
+  void matmul2(Stream& s, const Tensor& w0, const Tensor& y0, const Tensor& w1, const Tensor& y1, const Tensor& x,
+               ActFormat act) override {
+    const Tensor* ws[2] = {&w0, &w1};
+    const Tensor* ys[2] = {&y0, &y1};
+    run_matmuls(ws, ys, 2, x, act);
   }
 
-  void rmsnorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
-               float* y) override {
-    for (int64_t t = 0; t < n; ++t) {
-      const float* xr = x + t * dim;
-      float* yr = y + t * dim;
-      float ss = 0;
-      for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-      const float r = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-      for (int64_t i = 0; i < dim; ++i) yr[i] = weight ? weight[i] * (xr[i] * r) : xr[i] * r;
-    }
+  void embed_rows(Stream&, const Tensor& w, const Tensor& ids, int64_t vocab0, int64_t vocab1,
+                  const Tensor& out) override {
+    DS4_CHECK(out.ne0 == w.ne0 && ids.ne0 * ids.ne1 == out.ne1);
+    const cpu::WRows W = wrows(w);
+    const int32_t* id = i32(ids).p;
+    const cpu::F32Rows o = f32(out);
+    rows_par(out.ne1, w.ne0 * 4, [&](int64_t a, int64_t b) { cpu::embed_rows(W, id, vocab0, vocab1, o, a, b); });
   }
-
-  void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) override {
-    pool_.run(n, fn);
+  void owner_rows(Stream&, const Tensor& all, const Tensor& ids, int64_t rows_per_rank, const Tensor& out) override {
+    const int64_t n = out.ne1;
+    DS4_CHECK(all.ne0 == out.ne0 && all.ne1 % n == 0);
+    cpu::owner_rows(f32(all), i32(ids).p, rows_per_rank, n, out.ne0, f32(out), 0, n);
   }
-  uint64_t weight_bytes_read() const override { return weight_bytes_.load(std::memory_order_relaxed); }
-
- private:
-  void run_matmuls(const WeightMatrix* const* ws, float* const* ys, int nw, const float* x,
-                   int64_t n, ActFormat act) {
-    const int64_t in = ws[0]->in;
-    for (int k = 0; k < nw; ++k) {
-      DS4_CHECK(ws[k]->data != nullptr && ws[k]->in == in);
-      DS4_CHECK(ws[k]->type == GgmlType::F32 || cpu::can_dequantize(ws[k]->type));
-      weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->out) * ws[k]->row_bytes, std::memory_order_relaxed);
-    }
-    // Q8_1 activations, one row per token, quantized once for all matrices.
-    bool q8[2] = {false, false};
-    cpu::RowsDotFn rows_dot[2] = {nullptr, nullptr};
-    bool any_q8 = false;
-    for (int k = 0; k < nw; ++k) {
-      q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
-      if (q8[k]) rows_dot[k] = cpu::simd_rows_dot(ws[k]->type);
-      any_q8 = any_q8 || q8[k];
-    }
-    // FP8_QDQ: one quantize-dequantized copy of the activations for the FP8/FP4 weights.
-    std::vector<float> xqdq;
-    const float* xw[2] = {x, x};
-    for (int k = 0; k < nw && act == ActFormat::FP8_QDQ; ++k) {
-      if (!is_fp8_fp4_weight(ws[k]->type)) continue;
-      if (xqdq.empty()) {
-        DS4_CHECK(in % 128 == 0);
-        xqdq.assign(x, x + n * in);
-        for (int64_t t = 0; t < n; ++t) quant::qdq_fp8_e4m3(xqdq.data() + t * in, in, 128);
-      }
-      xw[k] = xqdq.data();
-    }
-    const int64_t q8_row_bytes = in / 32 * 36;
-    std::vector<uint8_t> xq;  // per call: concurrent sessions may share the device
-    if (any_q8) {
-      DS4_CHECK(in % 32 == 0);
-      xq.resize(static_cast<size_t>(n * q8_row_bytes));
-      for (int64_t t = 0; t < n; ++t) cpu::quantize_row_q8_1(x + t * in, xq.data() + t * q8_row_bytes, in);
-    }
-    int64_t tasks_per_w[2] = {0, 0};
-    int64_t total = 0;
-    for (int k = 0; k < nw; ++k) {
-      tasks_per_w[k] = (ws[k]->out + kRowsPerTask - 1) / kRowsPerTask;
-      total += tasks_per_w[k];
-    }
-    pool_.run(total, [&](int64_t task) {
-      int k = 0;
-      while (task >= tasks_per_w[k]) task -= tasks_per_w[k++];
-      const WeightMatrix& w = *ws[k];
-      float* y = ys[k];
-      const float* x = xw[k];
-      const int64_t r0 = task * kRowsPerTask, r1 = std::min(w.out, r0 + kRowsPerTask);
-      thread_local std::vector<float> row;
-      if (q8[k] && rows_dot[k] != nullptr) {
-        // Multi-row SIMD kernel: the same bits as vec_dot_q8_1 per row (kernels/cpu/dot_dispatch.h).
-        float tmp[kRowsPerTask];
-        for (int64_t t = 0; t < n; ++t) {
-          rows_dot[k](w.row(r0), int64_t(w.row_bytes), r1 - r0, xq.data() + t * q8_row_bytes, in, tmp);
-          for (int64_t r = r0; r < r1; ++r) y[t * w.out + r] = tmp[r - r0];
-        }
-        return;
-      }
-      for (int64_t r = r0; r < r1; ++r) {
-        if (q8[k]) {
-          for (int64_t t = 0; t < n; ++t)
-            y[t * w.out + r] = cpu::vec_dot_q8_1(w.type, w.row(r), xq.data() + t * q8_row_bytes, in);
-          continue;
-        }
-        const float* wr;
-        if (w.type == GgmlType::F32) {
-          wr = reinterpret_cast<const float*>(w.row(r));
-        } else {
-          row.resize(static_cast<size_t>(in));
-          cpu::dequantize_row(w.type, w.row(r), row.data(), in);
-          wr = row.data();
-        }
-        int64_t t = 0;
-        if (kHaveAvx) {
-          for (; t + 4 <= n; t += 4) {
-            const float* xs[4] = {x + t * in, x + (t + 1) * in, x + (t + 2) * in, x + (t + 3) * in};
-            float o[4];
-            dot_f32_x4_avx(wr, xs, in, o);
-            for (int k = 0; k < 4; ++k) y[(t + k) * w.out + r] = o[k];
-          }
-        }
-        for (; t < n; ++t) y[t * w.out + r] = dot_f32(wr, x + t * in, in);
+  void hc_expand(Stream&, const Tensor& e, int hc, const Tensor& x) override {
+    DS4_CHECK(x.ne0 == hc * e.ne0 && x.ne1 == e.ne1);
+    cpu::hc_expand(f32(e), e.ne0, hc, f32(x), 0, e.ne1);
+  }
+  void rmsnorm(Stream&, const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
+    DS4_CHECK(x.ne0 == y.ne0 && x.ne1 == y.ne1 && (weight.empty() || weight.ne0 * weight.ne1 == x.ne0));
+    const cpu::F32Rows X = f32(x), Y = f32(y);
+    const float* w = fptr(weight);
+    const int64_t dim = x.ne0;
+    rows_par(x.ne1, dim * 3, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) cpu::rmsnorm_row(X.row(t), w, dim, eps, Y.row(t));
+    });
+  }
+  void hc_pre(Stream&, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc, int iters,
+              float hc_eps, float norm_eps, const Tensor& y, const Tensor& mix) override {
+    const int64_t dim = y.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && mix.ne0 == (2 + hc) * hc && x.ne1 == y.ne1 && x.ne1 == mix.ne1);
+    const cpu::F32Rows X = f32(x), Y = f32(y), M = f32(mix);
+    const float *F = fptr(fn), *S = fptr(scale), *B = fptr(base);
+    rows_par(x.ne1, (2 + hc) * hc * hc * dim, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t)
+        cpu::hc_pre_row(X.row(t), F, S, B, hc, dim, iters, hc_eps, norm_eps, Y.row(t), M.row(t));
+    });
+  }
+  void hc_post(Stream&, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) override {
+    const int64_t dim = f.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && x.ne1 == f.ne1 && mix.ne1 == f.ne1);
+    const cpu::F32Rows Fv = f32(f), M = f32(mix), X = f32(x);
+    rows_par(f.ne1, hc * hc * dim, [&](int64_t a, int64_t b) {
+      thread_local std::vector<float> tmp;
+      if (tmp.size() < static_cast<size_t>(hc * dim)) tmp.resize(static_cast<size_t>(hc * dim));
+      for (int64_t t = a; t < b; ++t) cpu::hc_post_row(Fv.row(t), M.row(t), hc, dim, X.row(t), tmp.data());
+    });
+  }
+  void hc_head(Stream&, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
+               float hc_eps, float norm_eps, const Tensor& h) override {
+    const int64_t dim = h.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && x.ne1 == h.ne1);
+    const cpu::F32Rows X = f32(x), H = f32(h);
+    const float *F = fptr(fn), *S = fptr(scale), *B = fptr(base);
+    rows_par(x.ne1, hc * hc * dim, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) cpu::hc_head_row(X.row(t), F, S, B, hc, dim, hc_eps, norm_eps, H.row(t));
+    });
+  }
+  void rope(Stream&, const Tensor& x, int64_t heads, const Tensor& freqs, const Tensor& pos, bool inverse) override {
+    DS4_CHECK(x.ne0 % heads == 0 && pos.ne0 * pos.ne1 == x.ne1);
+    const int64_t D = x.ne0 / heads;
+    const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
+    DS4_CHECK(2 * half <= D);
+    const cpu::F32Rows X = f32(x);
+    const float* fr = fptr(freqs);
+    const int32_t* P = i32(pos).p;
+    rows_par(x.ne1, (heads + 20) * half * 4, [&](int64_t a, int64_t b) {
+      thread_local std::vector<float> cs;
+      if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+      for (int64_t t = a; t < b; ++t) {
+        cpu::rope_angles(fr, half, P[t], cs.data());  // once per row, shared by its heads
+        for (int64_t h = 0; h < heads; ++h) cpu::rope_apply_cs(X.row(t) + h * D, D, cs.data(), half, inverse);
       }
     });
   }
+  void compressor(Stream&, const Tensor& a, const Tensor& g, const Tensor& ape, const Tensor& norm, float eps,
+                  const Tensor& freqs, int ratio, int64_t pos0, const Tensor& cur, const Tensor& prev,
+                  const Tensor& cache) override {
+    const int64_t d = cache.ne0, w = a.ne0;
+    const bool overlap = !prev.empty();
+    DS4_CHECK(ratio > 0 && ratio <= 128 && w == (overlap ? 2 * d : d) && g.ne0 == w && a.ne1 == g.ne1);
+    DS4_CHECK(cur.ne0 * cur.ne1 == 2 * ratio * w && (!overlap || prev.ne0 * prev.ne1 == 2 * ratio * d));
+    DS4_CHECK(cur.contiguous() && (prev.empty() || prev.contiguous()));
+    float* cp = f32(cur).p;
+    float* pp = overlap ? f32(prev).p : nullptr;
+    cpu::CompressorView v{ratio, d, cp, cp + ratio * w, pp, pp ? pp + ratio * d : nullptr};
+    const cpu::F32Rows A = f32(a), G = f32(g), C = f32(cache);
+    const float *ap = fptr(ape), *nw = fptr(norm), *fr = fptr(freqs);
+    const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
+    for (int64_t t = 0; t < a.ne1; ++t) {
+      const int64_t pos = pos0 + t, b = pos / ratio;
+      if (!cpu::compressor_push(v, pos, A.row(t), G.row(t), ap, C.row(b < cache.ne1 ? b : 0))) continue;
+      DS4_CHECK(b < cache.ne1);
+      float* blk = C.row(b);
+      cpu::rmsnorm_row(blk, nw, d, eps, blk);
+      cpu::rope_apply(blk, d, fr, half, b * ratio, false);  // RoPE at the block start position
+    }
+  }
+  void indexer_scores(Stream&, const Tensor& q, const Tensor& w, const Tensor& keys, int64_t hs, int64_t pos0,
+                      const Tensor& out) override {
+    const int64_t n = q.ne1, D = keys.ne0, shards = out.ne2, H = w.ne0;
+    DS4_CHECK(q.ne0 == H * D && w.ne1 == n && out.ne1 == n && shards * hs <= H);
+    const cpu::F32Rows Q = f32(q), W = f32(w), K = f32(keys);
+    uint8_t* base = ptr(out);
+    const int64_t ld = static_cast<int64_t>(out.nb1 / 4);
+    rows_par(n * shards, hs * D * std::max<int64_t>(1, cpu::compressed_visible(pos0 + n - 1, 4)),
+             [&](int64_t a, int64_t b) {
+               for (int64_t i = a; i < b; ++i) {
+                 const int64_t k = i / n, t = i % n, nvis = cpu::compressed_visible(pos0 + t, 4);
+                 DS4_CHECK(nvis <= out.ne0 && nvis <= keys.ne1);
+                 float* dst = reinterpret_cast<float*>(base + k * out.nb2) + t * ld;
+                 cpu::indexer_scores(Q.row(t) + k * hs * D, W.row(t) + k * hs, hs, D, K.p, nvis, dst);
+               }
+             });
+  }
+  void ordered_sum(Stream&, const Tensor& src, int64_t parts, const Tensor& dst) override {
+    const int64_t m = dst.ne0 * dst.ne1 * dst.ne2;
+    DS4_CHECK(src.contiguous() && dst.contiguous() && src.ne0 * src.ne1 * src.ne2 == parts * m);
+    const float* S = f32(src).p;
+    float* Dp = f32(dst).p;
+    rows_par(m, parts, [&](int64_t a, int64_t b) { cpu::ordered_sum(S, parts, m, Dp, a, b); });
+  }
+  void topk(Stream&, const Tensor& scores, int64_t pos0, int ratio, const Tensor& out) override {
+    const cpu::F32Rows S = f32(scores);
+    const cpu::I32Rows O = i32(out);
+    const int64_t k = out.ne0;
+    DS4_CHECK(scores.ne1 == out.ne1);
+    rows_par(out.ne1, std::max<int64_t>(1, scores.ne0) * 8, [&](int64_t a, int64_t b) {
+      thread_local std::vector<int32_t> idx;
+      if (idx.size() < static_cast<size_t>(scores.ne0)) idx.resize(static_cast<size_t>(scores.ne0));
+      for (int64_t t = a; t < b; ++t) {
+        const int64_t nvis = std::min<int64_t>(scores.ne0, cpu::compressed_visible(pos0 + t, ratio));
+        int32_t* o = O.row(t);
+        const int64_t m = cpu::topk_desc_into(S.row(t), nvis, k, o, idx.data());
+        for (int64_t i = m; i < k; ++i) o[i] = -1;
+      }
+    });
+  }
+  void sparse_attention(Stream&, const Tensor& q, const Tensor& kv, const Tensor& ring, const Tensor& ckv,
+                        const Tensor& sel, const Tensor& sinks, int ratio, int64_t pos0, float scale,
+                        const Tensor& out) override {
+    const int64_t n = q.ne1, D = kv.ne0, win = ring.ne1, H = q.ne0 / D;
+    DS4_CHECK(q.ne0 == H * D && out.ne0 == q.ne0 && out.ne1 == n && kv.ne1 == n && ring.ne0 == D);
+    DS4_CHECK(sinks.ne0 * sinks.ne1 >= H);
+    const cpu::F32Rows Q = f32(q), KV = f32(kv), R = f32(ring), O = f32(out);
+    const cpu::F32Rows C = f32_or_null(ckv);
+    const bool has_sel = !sel.empty();
+    const cpu::I32Rows Sl = has_sel ? i32(sel) : cpu::I32Rows{};
+    const int64_t ksel = has_sel ? sel.ne0 : 0;
+    const float* sk = fptr(sinks);
+    rows_par(n, H * D * (win + ksel + 1) * 2, [&](int64_t a, int64_t b) {
+      thread_local std::vector<const float*> cand;
+      thread_local std::vector<float> scratch;
+      for (int64_t t = a; t < b; ++t) {
+        const int64_t pos = pos0 + t;
+        cand.clear();
+        for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
+          cand.push_back(p >= pos0 ? KV.row(p - pos0) : R.row(p % win));
+        if (ratio == 4) {
+          for (int64_t i = 0; i < ksel; ++i)
+            if (Sl.row(t)[i] >= 0) cand.push_back(C.row(Sl.row(t)[i]));
+        } else if (ratio > 0) {
+          const int64_t nvis = cpu::compressed_visible(pos, ratio);
+          for (int64_t j = 0; j < nvis; ++j) cand.push_back(C.row(j));
+        }
+        if (scratch.size() < cand.size()) scratch.resize(cand.size());
+        for (int64_t h = 0; h < H; ++h)
+          cpu::attend_with_sink(Q.row(t) + h * D, cand.data(), static_cast<int64_t>(cand.size()), D, scale, sk[h],
+                                O.row(t) + h * D, scratch.data());
+      }
+    });
+  }
+  void window_store(Stream&, const Tensor& kv, int64_t pos0, const Tensor& ring) override {
+    DS4_CHECK(kv.ne0 == ring.ne0);
+    cpu::window_store(f32(kv), kv.ne1, kv.ne0, pos0, f32(ring), ring.ne1);
+  }
+  void copy(Stream&, const Tensor& src, const Tensor& dst) override {
+    DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1 && src.type == dst.type);
+    const cpu::F32Rows S = raw4(src), Dd = raw4(dst);
+    rows_par(src.ne1, src.ne0, [&](int64_t a, int64_t b) { cpu::copy_rows(S, Dd, src.ne0, a, b); });
+  }
+  void add(Stream&, const Tensor& dst, const Tensor& src) override {
+    DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1);
+    const cpu::F32Rows S = f32(src), Dd = f32(dst);
+    rows_par(src.ne1, src.ne0, [&](int64_t a, int64_t b) { cpu::add_rows(Dd, S, src.ne0, a, b); });
+  }
+  void scale(Stream&, const Tensor& x, float factor) override {
+    const cpu::F32Rows X = f32(x);
+    rows_par(x.ne1, x.ne0, [&](int64_t a, int64_t b) { cpu::scale_rows(X, factor, x.ne0, a, b); });
+  }
+  void fill(Stream&, const Tensor& x, float value) override {
+    const cpu::F32Rows X = f32(x);
+    rows_par(x.ne1, x.ne0, [&](int64_t a, int64_t b) { cpu::fill_rows(X, value, x.ne0, a, b); });
+  }
+  void router(Stream&, const Tensor& logits, const Tensor& bias, const Tensor& tid2eid, const Tensor& tokens,
+              bool normalize, float route_scale, const Tensor& ids, const Tensor& weights) override {
+    const int64_t n = logits.ne1, E = logits.ne0, K = ids.ne0;
+    DS4_CHECK(ids.ne1 == n && weights.ne1 == n && weights.ne0 == K);
+    const cpu::F32Rows L = f32(logits), Wt = f32(weights);
+    const cpu::I32Rows I = i32(ids);
+    const float* b = fptr(bias);
+    const bool hash = !tid2eid.empty();
+    const cpu::I32Rows T = hash ? i32(tid2eid) : cpu::I32Rows{};
+    const int32_t* tok = hash ? i32(tokens).p : nullptr;
+    DS4_CHECK(!hash || tid2eid.ne0 == K);
+    DS4_CHECK(K <= E);
+    rows_par(n, E * 40, [&](int64_t a, int64_t e) {
+      thread_local std::vector<float> scratch;
+      thread_local std::vector<int32_t> iscratch;
+      if (scratch.size() < static_cast<size_t>(2 * E)) scratch.resize(static_cast<size_t>(2 * E));
+      if (iscratch.size() < static_cast<size_t>(E)) iscratch.resize(static_cast<size_t>(E));
+      for (int64_t t = a; t < e; ++t) {
+        const int32_t* h = nullptr;
+        if (hash) {
+          DS4_CHECK(tok[t] >= 0 && tok[t] < tid2eid.ne1);
+          h = T.row(tok[t]);
+        }
+        cpu::route_token_into(L.row(t), static_cast<int>(E), static_cast<int>(K), b, h, normalize, route_scale, I.row(t),
+                              Wt.row(t), scratch.data(), iscratch.data());
+      }
+    });
+  }
+  void swiglu(Stream&, const Tensor& g, const Tensor& u, float limit, const Tensor& row_weight) override {
+    DS4_CHECK(g.ne0 == u.ne0 && g.ne1 == u.ne1);
+    const cpu::F32Rows G = f32(g), U = f32(u);
+    const float* rw = fptr(row_weight);
+    const int64_t ff = g.ne0;
+    rows_par(g.ne1, ff * 20, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) {
+        cpu::swiglu_clamped(G.row(t), U.row(t), ff, limit);
+        if (rw)
+          for (int64_t j = 0; j < ff; ++j) G.row(t)[j] *= rw[t];
+      }
+    });
+  }
+  void moe_experts(Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots) override {
+    const int64_t n = x.ne1, dim = x.ne0, K = ids.ne0;
+    DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
+    const cpu::I32Rows I = i32(ids);
+    const cpu::F32Rows X = f32(x), Wt = f32(weights), Y = f32(slots);
+    std::lock_guard<std::mutex> lock(moe_mu_);  // the scratch below is the device's
+    for (size_t ei = 0; ei < experts.size(); ++ei) {
+      const ExpertTensors& e = experts[ei];
+      DS4_CHECK(ei == 0 || experts[ei - 1].id < e.id);
+      cpu::moe_slots_of(I, n, K, e.id, &moe_slots_);
+      if (moe_slots_.empty()) continue;
+      const int64_t m = static_cast<int64_t>(moe_slots_.size()), ff = e.gate.ne1;
+      DS4_CHECK(e.gate.ne0 == dim && e.up.ne1 == ff && e.down.ne0 == ff && e.down.ne1 == dim);
+      ensure(moe_x_, m * dim);
+      ensure(moe_g_, m * ff);
+      ensure(moe_u_, m * ff);
+      ensure(moe_y_, m * dim);
+      ensure(moe_w_, m);
+      float* xe = f32(moe_x_.t).p;
+      float* rw = f32(moe_w_.t).p;
+      for (int64_t i = 0; i < m; ++i) {
+        std::copy_n(X.row(moe_slots_[i] / K), dim, xe + i * dim);
+        rw[i] = Wt.row(moe_slots_[i] / K)[moe_slots_[i] % K];
+      }
+      const Tensor xt = packed(moe_x_, dim, m), gt = packed(moe_g_, ff, m), ut = packed(moe_u_, ff, m);
+      const Tensor yt = packed(moe_y_, dim, m), wt = packed(moe_w_, m, 1);
+      matmul2(s, e.gate, gt, e.up, ut, xt, act);
+      swiglu(s, gt, ut, limit, wt);
+      matmul(s, e.down, gt, yt, act);
+      const float* yp = f32(yt).p;
+      for (int64_t i = 0; i < m; ++i) std::copy_n(yp + i * dim, dim, Y.row(moe_slots_[i]));
+    }
+  }
+  void moe_combine(Stream&, const Tensor& slots, const Tensor& ids, const Tensor& out) override {
+    const int64_t n = out.ne1, dim = out.ne0, K = ids.ne0;
+    DS4_CHECK(slots.ne1 == n * K && slots.ne0 == dim && ids.ne1 == n);
+    const cpu::F32Rows S = f32(slots), O = f32(out);
+    const cpu::I32Rows I = i32(ids);
+    rows_par(n, K * dim, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) {
+        const cpu::F32Rows st{S.row(t * K), S.ld};
+        cpu::moe_combine_row(st, I.row(t), K, dim, O.row(t));
+      }
+    });
+  }
+  Result<void> all_gather(Stream&, comm::Comm& c, const Tensor& src, const Tensor& recv) override {
+    const int64_t m = src.ne0 * src.ne1 * src.ne2;
+    DS4_CHECK(src.contiguous() && recv.contiguous() && recv.ne0 * recv.ne1 * recv.ne2 == c.size() * m);
+    return c.all_gather_f32(f32(src).p, m, f32(recv).p);
+  }
+  Result<void> all_reduce_sum(Stream&, comm::Comm& c, const Tensor& buf) override {
+    DS4_CHECK(buf.contiguous());
+    return c.all_reduce_sum_f32(f32(buf).p, buf.ne0 * buf.ne1 * buf.ne2);
+  }
 
-  ThreadPool pool_;
+  uint64_t weight_bytes_read() const override { return weight_bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  /// body(a, b) over [0, n) rows: inline when n * per_row is small, else on the pool.
+  void rows_par(int64_t n, int64_t per_row, const std::function<void(int64_t, int64_t)>& body) {
+    if (n <= 0) return;
+    if (threads_ == 1 || n == 1 || n * per_row < kInlineWork) return body(0, n);
+    const int64_t chunk = std::max<int64_t>(1, n / (4 * threads_));
+    pool_.run(n, chunk, threads_, body);
+  }
+  static void ensure(OwnedTensor& o, int64_t floats) {
+    if (o.buffer && o.buffer->bytes() >= static_cast<uint64_t>(floats) * 4) return;
+    const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(floats) * 4, o.buffer ? 2 * o.buffer->bytes() : 0);
+    o.buffer = std::make_unique<CpuBuffer>(want);
+    o.t = Tensor{o.buffer.get(), 0, GgmlType::F32, static_cast<int64_t>(want / 4), 1, 1, want, want};
+  }
+  static Tensor packed(const OwnedTensor& o, int64_t row_len, int64_t rows) {
+    return Tensor{o.buffer.get(), 0, GgmlType::F32, row_len, rows, 1, static_cast<uint64_t>(row_len) * 4,
+                  static_cast<uint64_t>(row_len * rows) * 4};
+  }
+
+  void run_matmuls(const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x, ActFormat act) {
+    const int64_t in = ws[0]->ne0, n = x.ne1;
+    DS4_CHECK(x.ne0 == in);
+    cpu::WRows W[2];
+    cpu::F32Rows Y[2];
+    bool q8[2] = {false, false}, any_q8 = false;
+    for (int k = 0; k < nw; ++k) {
+      DS4_CHECK(ws[k]->ne0 == in && ys[k]->ne0 == ws[k]->ne1 && ys[k]->ne1 == n);
+      W[k] = wrows(*ws[k]);
+      Y[k] = f32(*ys[k]);
+      weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->ne1) * ws[k]->nb1, std::memory_order_relaxed);
+      q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
+      any_q8 = any_q8 || q8[k];
+    }
+    const cpu::F32Rows X = f32(x);
+    thread_local cpu::MatmulScratch scratch;  // concurrent sessions may share the device
+    if (any_q8) cpu::matmul_quantize(X, n, in, scratch);
+    const uint8_t* xq = scratch.xq.data();
+    constexpr int64_t kRowsPerTask = 16;
+    int64_t tasks[2] = {0, 0}, total = 0;
+    for (int k = 0; k < nw; ++k) {
+      tasks[k] = (W[k].out + kRowsPerTask - 1) / kRowsPerTask;
+      total += tasks[k];
+    }
+    auto body = [&](int64_t a, int64_t b) {
+      for (int64_t task = a; task < b; ++task) {
+        int64_t tk = task;
+        int k = 0;
+        while (tk >= tasks[k]) tk -= tasks[k++];
+        const int64_t r0 = tk * kRowsPerTask, r1 = std::min(W[k].out, r0 + kRowsPerTask);
+        cpu::matmul_rows(W[k], X, xq, n, q8[k], Y[k], r0, r1);
+      }
+    };
+    if (threads_ == 1 || total == 1) return body(0, total);
+    pool_.run(total, 1, threads_, body);
+  }
+
+  int threads_;
   std::string name_;
+  cpu::WorkerPool pool_;
+  HostAlias alias_;
+  CpuStream stream_;
   std::atomic<uint64_t> weight_bytes_{0};  // launches may come from several sessions
+  std::mutex moe_mu_;
+  std::vector<int64_t> moe_slots_;
+  OwnedTensor moe_x_, moe_g_, moe_u_, moe_y_, moe_w_;
 };
 
 }  // namespace

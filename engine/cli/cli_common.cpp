@@ -86,6 +86,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.tp = a.tp;
   mo.experts_tier = a.experts_tier;
   mo.expert_plan = a.plan;
+  mo.backend = a.backend;
   if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
   std::error_code sec;
@@ -106,10 +107,10 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                command, a.model.c_str(), c.n_layer, (long long)c.dim, (long long)c.vocab, c.n_expert, c.n_expert_used,
                double(m->weight_bytes()) / (1024.0 * 1024.0), seconds_since(t0));
   const bool q8 = m->options().activations == Activations::Q8;
-  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s%s%s\n", command,
-               activations_name(acts), activations_name(m->options().activations), m->options().threads,
+  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s%s%s, backend: %s (%s)\n",
+               command, activations_name(acts), activations_name(m->options().activations), m->options().threads,
                m->options().threads == 0 ? " (all)" : "", q8 ? ", q8 dot kernels: " : "",
-               q8 ? cpu::dot_backend_name(cpu::selected_backend()) : "");
+               q8 ? cpu::dot_backend_name(cpu::selected_backend()) : "", a.backend.c_str(), m->device_name().c_str());
   return m;
 }
 
@@ -155,6 +156,8 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   s->add_option("--tp", a.tp,
                 "Tensor-parallel ranks (1, 2, 4, 8): one thread and device per rank; CPU ranks without GPUs. "
                 "Every value gives bit-identical logits")
+      ->capture_default_str();
+  s->add_option("--backend", a.backend, "Compute backend: cpu, or auto (the best available; cpu until the CUDA backend)")
       ->capture_default_str();
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,

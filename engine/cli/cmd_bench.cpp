@@ -39,7 +39,7 @@
 #include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
-#include "engine/dsv4_model.h"
+#include "engine/session.h"
 #include "staging/expert_store.h"
 #include "engine/model_config.h"
 #include "gguf/gguf_file.h"
@@ -243,7 +243,7 @@ void add_store_delta(const staging::StagingCounters& a, const staging::StagingCo
 
 /// Runs one repetition: reset, prefill `prompt`, n_gen - 1 greedy decode steps. `store` (may be
 /// null) is the model's expert store, whose counters split the decode traffic by path.
-Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::vector<int32_t>& prompt, int n_gen) {
+Result<Rep> run_once(Session& s, const Model* store, const std::vector<int32_t>& prompt, int n_gen) {
   using Clock = std::chrono::steady_clock;
   s.reset();
   std::vector<float> logits;
@@ -255,7 +255,7 @@ Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::v
   DS4_TRY_VOID(check_finite_logits(logits, vocab, int64_t(prompt.size()) - 1, args.model.model));
   int32_t tok = argmax(logits);
   const WeightTraffic w0 = s.weight_traffic();
-  const staging::StagingCounters c0 = store ? store->counters() : staging::StagingCounters{};
+  const staging::StagingCounters c0 = store ? store->expert_counters() : staging::StagingCounters{};
   const auto t1 = Clock::now();
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
@@ -267,7 +267,7 @@ Result<Rep> run_once(Session& s, const staging::ExpertStore* store, const std::v
   const WeightTraffic w1 = s.weight_traffic();
   rep.decode_bytes = w1.total - w0.total;
   rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
-  if (store) add_store_delta(c0, store->counters(), &rep);
+  if (store) add_store_delta(c0, store->expert_counters(), &rep);
   return rep;
 }
 
@@ -431,8 +431,7 @@ int run_bench() {
   auto session = Session::create(m);
   if (!session) return fail(cmd, session.error().message);
   Session& s = *session.value();
-  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
-  const staging::ExpertStore* store = dm ? dm->weights().experts.get() : nullptr;
+  const Model* store = m.get();  // the expert store's counters (Model::expert_counters)
   const std::string placement = placement_summary(args.model);
 
   std::mt19937 rng(1234);

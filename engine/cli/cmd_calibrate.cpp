@@ -14,7 +14,7 @@
 // version 2 with "routes" (version 1 with --max-routes 0) (placement/routing_stats.h), read by
 // `plan --stats`, whose cost model samples the routes (co-activation preserved).
 //
-// The router choices come from the engine's trace hook (Dsv4Session::set_trace, engine/dsv4_model.h),
+// The router choices come from the engine's trace hook (Session::set_trace, engine/session.h),
 // which records decisions without changing numerics.
 #include <atomic>
 #include <cstdio>
@@ -23,7 +23,7 @@
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
-#include "engine/dsv4_model.h"
+#include "engine/session.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
 #include "placement/routing_counter.h"
@@ -86,8 +86,6 @@ int run() {
   auto model = load_model(args.model, cmd);
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
-  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
-  if (!dm) return fail(cmd, "the loaded model does not expose router traces (not a Dsv4Model)");
   const Tokenizer* tok = m->tokenizer();
   if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder)");
   const ModelConfig& c = m->config();
@@ -96,7 +94,9 @@ int run() {
     return fail(cmd, "--ctx " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
   if (c.n_expert > 65536) return fail(cmd, "the model has " + std::to_string(c.n_expert) + " experts; at most 65536 supported");
   placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used, args.max_routes);
-  Dsv4Session session(dm);
+  auto created = Session::create(m);
+  if (!created) return fail(cmd, created.error().message);
+  Session& session = *created.value();
   const auto t0 = std::chrono::steady_clock::now();
   int64_t windows = 0;
   std::atomic<size_t> done_prompts{0};

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/chat_format.h"
-#include "engine/dsv4_model.h"
+#include "engine/session.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/model_config.h"
@@ -225,19 +225,13 @@ int run() {
   // --plan: the plan (for its predictions), the store's counters and a router trace.
   std::optional<placement::PlanFile> plan;
   ForwardTrace trace;
-  auto dm = std::dynamic_pointer_cast<Dsv4Model>(m);
-  auto* ds = dynamic_cast<Dsv4Session*>(&s);
-  if (!args.routing_out.empty()) {
-    if (!ds) return fail(cmd, "--routing-out: the loaded model does not expose router traces");
-    ds->set_trace(&trace);
-  }
+  if (!args.routing_out.empty()) s.set_trace(&trace);
   if (!args.model.plan.empty()) {
-    if (!dm || !ds) return fail(cmd, "--plan: the loaded model is not a DeepSeek-V4 model");
     auto pf = placement::read_plan_file(args.model.plan, m->config().n_layer, m->config().n_expert,
                                         m->config().n_expert_used);
     if (!pf) return fail(cmd, pf.error().message);
     plan = std::move(pf).value();
-    ds->set_trace(&trace);
+    s.set_trace(&trace);
   }
   std::vector<float> logits;
   // Ctrl-C from here on stops generation (a prefill in progress completes first) and the summary
@@ -253,7 +247,7 @@ int run() {
     return fail(cmd, fin.error().message);
 
   staging::StagingCounters after_prefill;
-  if (plan) after_prefill = dm->weights().experts->counters();
+  if (plan) after_prefill = m->expert_counters();
   Sampler sampler(args.sampling);
   std::vector<int32_t> history = prompt;
   Utf8StreamDecoder utf8;
@@ -310,7 +304,7 @@ int run() {
   std::vector<std::vector<std::vector<int32_t>>> routes(trace.router.size());
   for (size_t l = 0; l < trace.router.size(); ++l)
     for (int i = 0; i < decoded; ++i) routes[l].push_back(trace.router[l].at(prompt.size() + size_t(i)));
-  if (ds) ds->set_trace(nullptr);
+  s.set_trace(nullptr);
   if (!args.routing_out.empty()) {
     const ModelConfig& c = m->config();
     // Every decode token's route is kept (up to 65536 per layer; routing_stats.h version 2).
@@ -327,7 +321,7 @@ int run() {
     if (!w) return fail(cmd, w.error().message);
   }
   if (plan) {
-    if (int r = report_plan(cmd, *plan, after_prefill, dm->weights().experts->counters(), routes, decoded); r != 0)
+    if (int r = report_plan(cmd, *plan, after_prefill, m->expert_counters(), routes, decoded); r != 0)
       return r;
   }
   std::string summary = m->experts_summary();

@@ -46,7 +46,7 @@ inline constexpr float kSwigluRelTol = 16.0f / 8388608.0f;
 
 /// Fused gate/up MMVQ with the DeepSeek-V4 clamped SwiGLU: g = Wg x, u = Wu x (each bit-exact as
 /// mmvq); if limit > 0: g = min(g, limit), u = clamp(u, -limit, limit); h = (g / (1 + exp(-g))) * u
-/// (dsv4-architecture.md "Routed expert"; engine/moe_routing.cpp swiglu_clamped). h [n, rows].
+/// (dsv4-architecture.md "Routed expert"; kernels/cpu/swiglu.cpp swiglu_clamped). h [n, rows].
 cudaError_t mmvq_swiglu(GgmlType type, const void* Wg, const void* Wu, int64_t rows, int64_t cols,
                         const void* act, int64_t n, float limit, float* h, cudaStream_t stream);
 

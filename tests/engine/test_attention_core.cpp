@@ -3,10 +3,11 @@
 
 #include <cmath>
 
-#include "engine/sparse_attention.h"
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
 
 TEST(AttentionSink, SinkOnlyEntersTheDenominator) {
   const float q[2] = {1, 0}, k1[2] = {1, 0}, k2[2] = {0, 1};

@@ -3,10 +3,35 @@
 
 #include <cmath>
 
-#include "engine/compressor.h"
+#include <vector>
+
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
+
+/// The compressor state as host arrays around cpu::compressor_push (the device op keeps the same
+/// arrays in a sequence's state tensors).
+class CompressorState {
+ public:
+  CompressorState(int ratio, int64_t d)
+      : ratio_(ratio), d_(d), overlap_(ratio == 4), cur_(size_t(2 * ratio * (overlap_ ? 2 : 1) * d)),
+        prev_(overlap_ ? size_t(2 * ratio * d) : 0) {}
+  bool overlap() const { return overlap_; }
+  bool push(int64_t pos, const float* a, const float* g, const float* ape, float* out) {
+    const int64_t w = overlap_ ? 2 * d_ : d_;
+    CompressorView v{ratio_, d_, cur_.data(), cur_.data() + ratio_ * w, overlap_ ? prev_.data() : nullptr,
+                     overlap_ ? prev_.data() + ratio_ * d_ : nullptr};
+    return compressor_push(v, pos, a, g, ape, out);
+  }
+
+ private:
+  int ratio_;
+  int64_t d_;
+  bool overlap_;
+  std::vector<float> cur_, prev_;
+};
 
 TEST(Compressor, VisibilityCountsOnlyCompleteBlocks) {
   EXPECT_EQ(compressed_visible(0, 4), 0);

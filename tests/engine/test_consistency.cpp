@@ -87,14 +87,54 @@ TEST(Consistency, StateSaveRestoreReplaysTheSameLogits) {
   const auto seq = long_sequence();
   Dsv4Session s(*m);
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data(), 300), nullptr, nullptr).ok());
-  const SequenceState saved = s.state();
+  const std::vector<uint8_t> saved = s.save_state();
   std::vector<float> a, b;
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data() + 300, 20), &a, nullptr).ok());
-  s.set_state(saved);
+  ASSERT_TRUE(s.restore_state(saved).ok());
   ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data() + 300, 20), &b, nullptr).ok());
   EXPECT_EQ(a, b);
   s.reset();
   EXPECT_EQ(s.position(), 0);
+}
+
+// The state blob is validated, and a session's capacity is fixed at creation.
+TEST(Consistency, StateBlobAndCapacityErrors) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  auto m = Model::load(test::tiny_gguf().string(), ModelOptions{});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const int64_t n_ctx = (*m)->config().n_ctx;
+  auto too_big = Session::create(*m, SessionOptions{n_ctx + 1});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.error().message.find("context_length"), std::string::npos) << too_big.error().message;
+  auto small = Session::create(*m, SessionOptions{16});
+  ASSERT_TRUE(small.ok());
+  Session& s = **small;
+  EXPECT_EQ(s.capacity(), 16);
+  const uint64_t bytes = s.state_bytes();
+  const auto seq = long_sequence();
+  ASSERT_TRUE(s.eval(std::span<const int32_t>(seq.data(), 10), nullptr, nullptr).ok());
+  EXPECT_EQ(s.state_bytes(), bytes);  // fixed capacity: nothing grows
+  auto over = s.eval(std::span<const int32_t>(seq.data() + 10, 7), nullptr, nullptr);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("capacity 16"), std::string::npos) << over.error().message;
+  EXPECT_EQ(s.position(), 10);
+  std::vector<uint8_t> blob = s.save_state();
+  auto truncated = s.restore_state(std::span<const uint8_t>(blob.data(), blob.size() - 1));
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.error().message.find("expected"), std::string::npos) << truncated.error().message;
+  std::vector<uint8_t> bad = blob;
+  bad[0] ^= 0xff;
+  EXPECT_FALSE(s.restore_state(bad).ok());
+  EXPECT_FALSE(s.restore_state(std::span<const uint8_t>(blob.data(), 3)).ok());
+  // A longer state does not fit a smaller session.
+  auto big = Session::create(*m);
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE((*big)->eval(std::span<const int32_t>(seq.data(), 40), nullptr, nullptr).ok());
+  auto no_fit = s.restore_state((*big)->save_state());
+  ASSERT_FALSE(no_fit.ok());
+  EXPECT_NE(no_fit.error().message.find("capacity"), std::string::npos) << no_fit.error().message;
+  ASSERT_TRUE(s.restore_state(blob).ok());
+  EXPECT_EQ(s.position(), 10);
 }
 
 }  // namespace

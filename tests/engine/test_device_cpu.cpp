@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 #include "staging/expert_store.h"
@@ -21,6 +22,25 @@ std::vector<float> randn(size_t n, uint32_t seed) {
   return v;
 }
 
+/// y [n, w.out] = w x through device tensors (upload, matmul, download).
+void mm(dev::Device& d, const dev::WeightMatrix& w, const float* x, int64_t n, float* y, dev::ActFormat act) {
+  auto xt = d.alloc_tensor(GgmlType::F32, w.in, n), yt = d.alloc_tensor(GgmlType::F32, w.out, n);
+  d.upload(d.stream(), xt.t, x, uint64_t(n * w.in) * 4);
+  d.matmul(d.stream(), d.bind(w), xt.t, yt.t, act);
+  d.download(d.stream(), yt.t, y, uint64_t(n * w.out) * 4);
+}
+
+/// matmul2 through device tensors.
+void mm2(dev::Device& d, const dev::WeightMatrix& w0, float* y0, const dev::WeightMatrix& w1, float* y1, const float* x,
+         int64_t n, dev::ActFormat act) {
+  auto xt = d.alloc_tensor(GgmlType::F32, w0.in, n);
+  auto y0t = d.alloc_tensor(GgmlType::F32, w0.out, n), y1t = d.alloc_tensor(GgmlType::F32, w1.out, n);
+  d.upload(d.stream(), xt.t, x, uint64_t(n * w0.in) * 4);
+  d.matmul2(d.stream(), d.bind(w0), y0t.t, d.bind(w1), y1t.t, xt.t, act);
+  d.download(d.stream(), y0t.t, y0, uint64_t(n * w0.out) * 4);
+  d.download(d.stream(), y1t.t, y1, uint64_t(n * w1.out) * 4);
+}
+
 dev::WeightMatrix f32_matrix(const std::vector<float>& w, int64_t in, int64_t out) {
   return {GgmlType::F32, reinterpret_cast<const uint8_t*>(w.data()), in, out, static_cast<uint64_t>(in * 4)};
 }
@@ -32,11 +52,11 @@ TEST(DeviceCpu, WeightBytesReadCountsEveryMatrixOncePerLaunch) {
   auto d = dev::make_cpu_device(2);
   EXPECT_EQ(d->weight_bytes_read(), 0u);
   std::vector<float> y0(3 * out), y1(3 * out);
-  d->matmul(f32_matrix(w, in, out), x.data(), 3, y0.data(), dev::ActFormat::F32);
+  mm(*d, f32_matrix(w, in, out), x.data(), 3, y0.data(), dev::ActFormat::F32);
   EXPECT_EQ(d->weight_bytes_read(), uint64_t(out * in * 4));
-  d->matmul(f32_matrix(w, in, out), x.data(), 1, y0.data(), dev::ActFormat::Q8_1);
+  mm(*d, f32_matrix(w, in, out), x.data(), 1, y0.data(), dev::ActFormat::Q8_1);
   EXPECT_EQ(d->weight_bytes_read(), uint64_t(2 * out * in * 4));
-  d->matmul2(f32_matrix(w, in, out), y0.data(), f32_matrix(w, in, 5), y1.data(), x.data(), 2, dev::ActFormat::F32);
+  mm2(*d, f32_matrix(w, in, out), y0.data(), f32_matrix(w, in, 5), y1.data(), x.data(), 2, dev::ActFormat::F32);
   EXPECT_EQ(d->weight_bytes_read(), uint64_t((2 * out + out + 5) * in * 4));
 }
 
@@ -45,7 +65,7 @@ TEST(DeviceCpu, MatmulF32MatchesDoubleReference) {
   auto w = randn(in * out, 1), x = randn(n * in, 2);
   auto d = dev::make_cpu_device(3);
   std::vector<float> y(n * out);
-  d->matmul(f32_matrix(w, in, out), x.data(), n, y.data(), dev::ActFormat::F32);
+  mm(*d, f32_matrix(w, in, out), x.data(), n, y.data(), dev::ActFormat::F32);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = 0; r < out; ++r) {
       double s = 0;
@@ -66,11 +86,11 @@ TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
   auto d1 = dev::make_cpu_device(1), d4 = dev::make_cpu_device(4);
   for (auto act : {dev::ActFormat::F32, dev::ActFormat::Q8_1}) {
     std::vector<float> a(n * out), b(n * out), c(out);
-    d1->matmul(w, x.data(), n, a.data(), act);
-    d4->matmul(w, x.data(), n, b.data(), act);
+    mm(*d1, w, x.data(), n, a.data(), act);
+    mm(*d4, w, x.data(), n, b.data(), act);
     EXPECT_EQ(a, b);
     for (int64_t t = 0; t < n; ++t) {
-      d4->matmul(w, x.data() + t * in, 1, c.data(), act);
+      mm(*d4, w, x.data() + t * in, 1, c.data(), act);
       for (int64_t r = 0; r < out; ++r) EXPECT_EQ(c[r], a[t * out + r]);
     }
   }
@@ -78,8 +98,8 @@ TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
   std::vector<uint8_t> xq(in / 32 * 36);
   cpu::quantize_row_q8_1(x.data(), xq.data(), in);
   std::vector<float> y(n * out), yf(n * out);
-  d4->matmul(w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
-  d4->matmul(w, x.data(), n, yf.data(), dev::ActFormat::F32);
+  mm(*d4, w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
+  mm(*d4, w, x.data(), n, yf.data(), dev::ActFormat::F32);
   double max_err = 0;
   std::vector<float> wrow(in);
   for (int64_t r = 0; r < out; ++r) {
@@ -123,7 +143,7 @@ TEST(DeviceCpu, Q8MatmulEqualsPerRowDotForEveryType) {
     for (int64_t r = 0; r < out; ++r) cpu::quantize_row(type, wf.data() + r * in, wq.data() + r * rb, in);
     const dev::WeightMatrix w{type, wq.data(), in, out, rb};
     std::vector<float> y(n * out);
-    d->matmul(w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
+    mm(*d, w, x.data(), n, y.data(), dev::ActFormat::Q8_1);
     std::vector<uint8_t> xq(in / 32 * 36);
     for (int64_t t = 0; t < n; ++t) {
       cpu::quantize_row_q8_1(x.data() + t * in, xq.data(), in);
@@ -141,14 +161,17 @@ TEST(DeviceCpu, DotF32FollowsTheDocumentedOrderExactly) {
       for (int k = 0; k < 8; ++k) s[k] = s[k] + a[i + k] * b[i + k];
     float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     for (; i < n; ++i) r = r + a[i] * b[i];
-    EXPECT_EQ(dev::dot_f32(a.data(), b.data(), n), r) << n;
+    EXPECT_EQ(cpu::dot_f32(a.data(), b.data(), n), r) << n;
   }
 }
 
 TEST(DeviceCpu, RmsNormHandCase) {
   auto d = dev::make_cpu_device(1);
   std::vector<float> x = {3, 4}, w = {1, 2}, y(2);
-  d->rmsnorm(x.data(), w.data(), 1, 2, 0.0f, y.data());
+  auto xt = d->alloc_tensor(GgmlType::F32, 2, 1);
+  d->upload(d->stream(), xt.t, x.data(), 8);
+  d->rmsnorm(d->stream(), xt.t, d->bind_f32(w.data(), 2), 0.0f, xt.t);
+  d->download(d->stream(), xt.t, y.data(), 8);
   EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
   EXPECT_NEAR(y[1], 2 * 4 / std::sqrt(12.5), 1e-6);
 }

@@ -48,7 +48,7 @@ PromptRun run_prompt(const std::shared_ptr<Dsv4Model>& m, const test::GoldenProm
   auto e = s.eval(p.ids, &r.prefill, nullptr);
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   s.set_trace(nullptr);
-  const SequenceState after_prefill = s.state();
+  const std::vector<uint8_t> after_prefill = s.save_state();
   int32_t tok = test::argmax_row(r.prefill, static_cast<int64_t>(p.ids.size()) - 1, kVocab);
   std::vector<float> row;
   for (size_t k = 0; k < p.greedy_exact.size(); ++k) {
@@ -58,7 +58,7 @@ PromptRun run_prompt(const std::shared_ptr<Dsv4Model>& m, const test::GoldenProm
     tok = test::argmax_row(row, 0, kVocab);
   }
   if (forced) {
-    s.set_state(after_prefill);
+    EXPECT_TRUE(s.restore_state(after_prefill).ok());
     for (int32_t t : p.greedy_exact) {
       EXPECT_TRUE(s.eval(std::span<const int32_t>(&t, 1), nullptr, &row).ok());
       r.forced.insert(r.forced.end(), row.begin(), row.end());

@@ -1,10 +1,19 @@
 // Unit tests of the lightning indexer's block scores and top-k (engine/indexer_score.h).
 #include <gtest/gtest.h>
 
-#include "engine/indexer_score.h"
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
+
+/// Scores then top-k (the indexer's selection for one token).
+std::vector<int32_t> indexer_select(const float* q, const float* w, int64_t H, int64_t D, const float* keys,
+                                    int64_t nvis, int64_t k) {
+  std::vector<float> score(static_cast<size_t>(nvis));
+  indexer_scores(q, w, H, D, keys, nvis, score.data());
+  return topk_desc(score.data(), nvis, k);
+}
 
 // H = 2 heads, D = 2. Head 0 looks along x, head 1 along y; keys are unit vectors.
 TEST(Indexer, ScoresSumWeightedReluOverHeads) {

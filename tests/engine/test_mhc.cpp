@@ -3,10 +3,11 @@
 
 #include <cmath>
 
-#include "engine/mhc.h"
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
 
 TEST(Mhc, UniformLogitsGiveHalfPreUnitPostAndQuarterComb) {
   const int hc = 4;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/rope.h"
+#include "kernels/cpu/ops.h"
 
 namespace ds4 {
 namespace {
@@ -32,14 +33,14 @@ TEST(Rope, YarnKeepsHighFrequenciesAndDividesLowOnesByFactor) {
 TEST(Rope, InterleavedPairsOnLastDimsAndInverse) {
   RopeTable t(4, 10000.0, YarnParams{});  // freqs {1, 0.01}
   std::vector<float> x = {7, 8, 1, 0, 0, 1};  // dim 6: first 2 untouched, pairs (1,0), (0,1)
-  t.apply(x.data(), 6, 3, false);
+  cpu::rope_apply(x.data(), 6, t.freqs().data(), 2, 3, false);
   EXPECT_EQ(x[0], 7);
   EXPECT_EQ(x[1], 8);
   EXPECT_NEAR(x[2], std::cos(3.0), 1e-6);   // (1 + 0i) * e^{3i}
   EXPECT_NEAR(x[3], std::sin(3.0), 1e-6);
   EXPECT_NEAR(x[4], -std::sin(0.03), 1e-6); // (0 + 1i) * e^{0.03i}
   EXPECT_NEAR(x[5], std::cos(0.03), 1e-6);
-  t.apply(x.data(), 6, 3, true);
+  cpu::rope_apply(x.data(), 6, t.freqs().data(), 2, 3, true);
   EXPECT_NEAR(x[2], 1, 1e-6);
   EXPECT_NEAR(x[3], 0, 1e-6);
   EXPECT_NEAR(x[4], 0, 1e-6);

@@ -3,11 +3,15 @@
 
 #include <cmath>
 
-#include "engine/moe_routing.h"
-#include "engine/topk.h"
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/quant/math.h"
 
 namespace ds4 {
 namespace {
+using namespace ds4::cpu;
 
 TEST(TopK, TiesBreakByLowerIndex) {
   std::vector<float> s = {1, 3, 3, 2, 3};
@@ -57,6 +61,65 @@ TEST(SwiGlu, GateClampedFromAboveBeforeSiluUpClampedBothWays) {
   std::vector<float> g2 = {20}, u2 = {20};
   swiglu_clamped(g2.data(), u2.data(), 1, 0.0f);  // limit 0: no clamp
   EXPECT_NEAR(g2[0], silu(20) * 20, 1e-3);
+}
+
+// The vectorized loops (swiglu, attention's softmax) give each element the bits of the scalar
+// formula of kernels/quant/math.h, evaluated here one element at a time.
+TEST(SwiGlu, VectorLoopHasTheScalarBits) {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> d(0.0f, 6.0f);
+  const int n = 1003;  // odd: vector body and scalar tail
+  std::vector<float> g(n), u(n);
+  for (int i = 0; i < n; ++i) {
+    g[i] = d(gen);
+    u[i] = d(gen);
+  }
+  g[5] = NAN;
+  g[6] = 200.0f;
+  g[7] = -200.0f;
+  for (float limit : {0.0f, 7.0f}) {
+    std::vector<float> out = g;
+    swiglu_clamped(out.data(), u.data(), n, limit);
+    for (int i = 0; i < n; ++i) {
+      volatile float gi = g[i], ui = u[i];  // keeps this loop scalar
+      float a = gi, b = ui;
+      if (limit > 0) {
+        a = a < limit ? a : limit;
+        b = b < -limit ? -limit : (b > limit ? limit : b);
+      }
+      const float want = quant::silu_f32(a) * b;
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[i])) << i;
+      } else {
+        EXPECT_EQ(out[i], want) << i << " g " << g[i] << " u " << u[i];
+      }
+    }
+  }
+  // Attention's softmax: o for one query over candidates equals the scalar evaluation.
+  const int64_t D = 8, m = 37;
+  std::vector<float> q(D), kv(m * D), o(D), sc(m);
+  for (auto& v : q) v = d(gen) * 0.1f;
+  for (auto& v : kv) v = d(gen);
+  std::vector<const float*> c;
+  for (int64_t i = 0; i < m; ++i) c.push_back(kv.data() + i * D);
+  attend_with_sink(q.data(), c.data(), m, D, 0.5f, 0.3f, o.data(), sc.data());
+  float mx = 0.3f;
+  std::vector<float> s(m);
+  for (int64_t i = 0; i < m; ++i) {
+    s[i] = dot_f32(q.data(), c[i], D) * 0.5f;
+    mx = std::fmax(mx, s[i]);
+  }
+  float den = quant::exp_f32(0.3f - mx);
+  for (int64_t i = 0; i < m; ++i) {
+    volatile float e = quant::exp_f32(s[i] - mx);
+    s[i] = e;
+    den += s[i];
+  }
+  for (int64_t dd = 0; dd < D; ++dd) {
+    float acc = 0;
+    for (int64_t i = 0; i < m; ++i) acc += (s[i] / den) * c[i][dd];
+    EXPECT_EQ(o[dd], acc) << dd;
+  }
 }
 
 }  // namespace

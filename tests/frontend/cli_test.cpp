@@ -157,6 +157,13 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
   auto q = sh(m + "-p 'hello' -n 2 --activations q8");
   EXPECT_EQ(q.code, 0) << q.text;
   EXPECT_NE(q.text.find("activations: q8 (default f32; effective q8)"), std::string::npos) << q.text;
+  // --backend: cpu and auto run on the CPU device; anything else is refused by name.
+  auto c = sh(m + "-p 'hello' -n 2 --backend cpu");
+  EXPECT_EQ(c.code, 0) << c.text;
+  EXPECT_NE(c.text.find("backend: cpu (cpu ("), std::string::npos) << c.text;
+  auto g = sh(m + "-p 'hello' -n 2 --backend cuda");
+  EXPECT_EQ(g.code, 1) << g.text;
+  EXPECT_NE(g.text.find("backend 'cuda': expected cpu or auto"), std::string::npos) << g.text;
 }
 
 TEST_F(Cli, RunRejectsBadInputs) {

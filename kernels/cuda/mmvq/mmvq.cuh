@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(32 * kMmvqRowsPerBlock)
 }
 
 /// DSV4 clamped SwiGLU of one (gate, up) pair, FP32 (limit <= 0: no clamp). Mirrors
-/// engine/moe_routing.cpp swiglu_clamped: g / (1 + exp(-g)) * u.
+/// kernels/cpu/swiglu.cpp swiglu_clamped: g / (1 + exp(-g)) * u.
 __device__ __forceinline__ float swiglu_clamped_dev(float g, float u, float limit) {
   if (limit > 0.0f) {  // std::min(g, limit) and std::clamp(u, -limit, limit), spelled out
     g = limit < g ? limit : g;

@@ -1,0 +1,92 @@
+// kernels/cpu/hc_pre.cpp — the hc_pre op: mHC mixes, the Sinkhorn split and the weighted sum of the
+// residual copies (REF inference/model.py Block.hc_pre, kernel.py hc_split_sinkhorn;
+// ../shared/reference/dsv4-architecture.md §2.1). Orders: see ops.h.
+#include <cmath>
+
+#include "ds4/result.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/quant/math.h"
+
+namespace ds4::cpu {
+
+void hc_split_sinkhorn_row(const float* m, const float* scale, const float* base, int hc, int iters, float eps,
+                           float* mix_row) {
+  float* pre = mix_row;
+  float* post = mix_row + hc;
+  float* c = mix_row + 2 * hc;
+  for (int j = 0; j < hc; ++j) {
+    pre[j] = quant::sigmoid_f32(m[j] * scale[0] + base[j]) + eps;
+    post[j] = 2.0f * quant::sigmoid_f32(m[hc + j] * scale[1] + base[hc + j]);
+  }
+  for (int j = 0; j < hc; ++j) {  // row j: softmax over k
+    float mx = -INFINITY;
+    for (int k = 0; k < hc; ++k) {
+      c[j * hc + k] = m[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
+      mx = std::fmax(mx, c[j * hc + k]);
+    }
+    float s = 0;
+    for (int k = 0; k < hc; ++k) {
+      c[j * hc + k] = quant::exp_f32(c[j * hc + k] - mx);
+      s += c[j * hc + k];
+    }
+    for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / s + eps;
+  }
+  auto col_norm = [&] {
+    for (int k = 0; k < hc; ++k) {
+      float s = 0;
+      for (int j = 0; j < hc; ++j) s += c[j * hc + k];
+      s += eps;
+      for (int j = 0; j < hc; ++j) c[j * hc + k] /= s;
+    }
+  };
+  auto row_norm = [&] {
+    for (int j = 0; j < hc; ++j) {
+      float s = 0;
+      for (int k = 0; k < hc; ++k) s += c[j * hc + k];
+      s += eps;
+      for (int k = 0; k < hc; ++k) c[j * hc + k] /= s;
+    }
+  };
+  col_norm();
+  for (int it = 0; it < iters - 1; ++it) {
+    row_norm();
+    col_norm();
+  }
+}
+
+HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, int hc, int iters, float eps) {
+  std::vector<float> row(static_cast<size_t>((2 + hc) * hc));
+  hc_split_sinkhorn_row(m, scale, base, hc, iters, eps, row.data());
+  HcMix r;
+  r.pre.assign(row.begin(), row.begin() + hc);
+  r.post.assign(row.begin() + hc, row.begin() + 2 * hc);
+  r.comb.assign(row.begin() + 2 * hc, row.end());
+  return r;
+}
+
+void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes) {
+  float ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += xf[i] * xf[i];
+  const float rs = 1.0f / quant::sqrt_f32(ss / static_cast<float>(n) + norm_eps);
+  for (int r = 0; r < n_rows; ++r) mixes[r] = dot_f32(fn + r * n, xf, n) * rs;
+}
+
+void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y) {
+  for (int64_t d = 0; d < dim; ++d) {
+    float s = 0;
+    for (int j = 0; j < hc; ++j) s += pre[j] * X[j * dim + d];
+    y[d] = s;
+  }
+}
+
+void hc_pre_row(const float* x, const float* fn, const float* scale, const float* base, int hc, int64_t dim,
+                int iters, float hc_eps, float norm_eps, float* y, float* mix_row) {
+  const int mix_rows = (2 + hc) * hc;
+  float m[64];
+  DS4_CHECK(mix_rows <= 64);
+  hc_mixes(fn, mix_rows, x, hc * dim, norm_eps, m);
+  hc_split_sinkhorn_row(m, scale, base, hc, iters, hc_eps, mix_row);
+  hc_weighted_sum(x, mix_row, hc, dim, y);  // pre = the row's first hc entries
+}
+
+}  // namespace ds4::cpu

@@ -1,0 +1,79 @@
+// kernels/cpu/matmul.cpp — the matmul op (kernels/device.h Device::matmul): exact row decode +
+// dot_f32, or Q8_1 activations + the dot_q8_1.h contract (multi-row SIMD kernels of
+// kernels/cpu/dot_dispatch.h where the CPU has them: the same bits as vec_dot_q8_1 per row).
+#include <algorithm>
+
+#include "ds4/result.h"
+#include "kernels/cpu/dot_dispatch.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_ref.h"
+
+namespace ds4::cpu {
+
+void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s) {
+  DS4_CHECK(in % 32 == 0);
+  const int64_t qb = in / 32 * 36;
+  if (s.xq.size() < static_cast<size_t>(n * qb)) s.xq.resize(static_cast<size_t>(n * qb));
+  for (int64_t t = 0; t < n; ++t) quantize_row_q8_1(x.row(t), s.xq.data() + t * qb, in);
+}
+
+void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
+                 int64_t r0, int64_t r1) {
+  const int64_t in = w.in, qb = in / 32 * 36;
+  if (q8) {
+    if (RowsDotFn rows_dot = simd_rows_dot(w.type)) {
+      constexpr int64_t kMax = 16;
+      float tmp[kMax];
+      for (int64_t a = r0; a < r1; a += kMax) {
+        const int64_t b = std::min(r1, a + kMax);
+        for (int64_t t = 0; t < n; ++t) {
+          rows_dot(w.row(a), int64_t(w.row_bytes), b - a, xq + t * qb, in, tmp);
+          for (int64_t r = a; r < b; ++r) y.row(t)[r] = tmp[r - a];
+        }
+      }
+      return;
+    }
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t t = 0; t < n; ++t) y.row(t)[r] = vec_dot_q8_1(w.type, w.row(r), xq + t * qb, in);
+    return;
+  }
+  // F32 path, in blocks of up to 16 weight rows: the block's rows (decoded once into a per-thread
+  // buffer unless F32) are held in cache while every token passes; 4 tokens per pass share each
+  // weight load (dot_f32_x4), fewer than 4 take 4 rows per pass (dot_f32_rows4). The results of a
+  // pass go to a small local tile and are stored row-contiguously after it, so no store sits
+  // between the loads of consecutive passes. Every y[t][r] is dot_f32(W[r], x[t]), bit for bit.
+  constexpr int64_t kBlock = 16;
+  thread_local std::vector<float> rows;
+  for (int64_t a = r0; a < r1; a += kBlock) {
+    const int64_t m = std::min(r1, a + kBlock) - a;
+    const float* wr[kBlock];
+    if (w.type == GgmlType::F32) {
+      for (int64_t k = 0; k < m; ++k) wr[k] = reinterpret_cast<const float*>(w.row(a + k));
+    } else {
+      if (rows.size() < static_cast<size_t>(kBlock * in)) rows.resize(static_cast<size_t>(kBlock * in));
+      for (int64_t k = 0; k < m; ++k) {
+        dequantize_row(w.type, w.row(a + k), rows.data() + k * in, in);
+        wr[k] = rows.data() + k * in;
+      }
+    }
+    float tile[4][kBlock];
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+      const float* xs[4] = {x.row(t), x.row(t + 1), x.row(t + 2), x.row(t + 3)};
+      for (int64_t k = 0; k < m; ++k) {
+        float o[4];
+        dot_f32_x4(wr[k], xs, in, o);
+        for (int q = 0; q < 4; ++q) tile[q][k] = o[q];
+      }
+      for (int q = 0; q < 4; ++q) std::copy_n(tile[q], m, y.row(t + q) + a);
+    }
+    for (; t < n; ++t) {
+      int64_t k = 0;
+      for (; k + 4 <= m; k += 4) dot_f32_rows4(wr + k, x.row(t), in, tile[0] + k);
+      for (; k < m; ++k) tile[0][k] = dot_f32(wr[k], x.row(t), in);
+      std::copy_n(tile[0], m, y.row(t) + a);
+    }
+  }
+}
+
+}  // namespace ds4::cpu

@@ -1,0 +1,220 @@
+// kernels/cpu/ops.h — the CPU reference of every op of kernels/device.h, one .cpp per op named
+// after it (kernels/cpu/<op>.cpp), over host memory. These functions DEFINE the numerics
+// (DESIGN.md "Numerics contract"): each reduction's order is written on the function, and each
+// works on a range of rows [t0, t1) so that a parallel split over rows cannot change a result.
+// The CPU device (kernels/device_cpu.cpp) calls them on its worker threads; the CUDA backend
+// reproduces them (bit-exact or within the tolerance named in DESIGN.md / device_conformance_test).
+// Transcendentals come from kernels/quant/math.h (one __host__ __device__ implementation).
+// Sources of the math: REF = DeepSeek-V4 inference/model.py and kernel.py
+// (../shared/reference/dsv4-architecture.md §2).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quant/ggml_type.h"
+
+namespace ds4::cpu {
+
+/// A host view of F32 rows: row t at p + t * ld.
+struct F32Rows {
+  float* p = nullptr;
+  int64_t ld = 0;
+  float* row(int64_t t) const { return p + t * ld; }
+};
+/// A host view of I32 rows.
+struct I32Rows {
+  int32_t* p = nullptr;
+  int64_t ld = 0;
+  int32_t* row(int64_t t) const { return p + t * ld; }
+};
+/// A host weight view: rows of `in` elements of `type`, `row_bytes` apart.
+struct WRows {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* p = nullptr;
+  int64_t in = 0, out = 0;
+  uint64_t row_bytes = 0;
+  const uint8_t* row(int64_t r) const { return p + static_cast<uint64_t>(r) * row_bytes; }
+};
+
+// ---- dot_f32.cpp ---------------------------------------------------------------------------
+/// Dot product of two FP32 vectors of length n in the fixed order: 8 interleaved partial sums
+/// (lane k takes elements i with i % 8 == k, ascending), then ((s0+s4)+(s1+s5))+((s2+s6)+(s3+s7)),
+/// then the tail elements ascending. Products and sums rounded separately (no FMA).
+float dot_f32(const float* a, const float* b, int64_t n);
+/// Four dot products of `w` with x[0..3] (each bit-identical to dot_f32(w, x[k], n)).
+void dot_f32_x4(const float* w, const float* const* x, int64_t n, float* out);
+/// Four dot products of rows w[0..3] with `x` (each bit-identical to dot_f32(w[k], x, n)).
+void dot_f32_rows4(const float* const* w, const float* x, int64_t n, float* out);
+
+// ---- matmul.cpp ----------------------------------------------------------------------------
+/// Reusable per-call scratch of a matmul (quantized activations); owned by the caller so that
+/// steady-state calls allocate nothing.
+struct MatmulScratch {
+  std::vector<uint8_t> xq;
+};
+/// Quantizes the n rows of x (length in, in % 32 == 0) to Q8_1 into s.xq (n * in/32 * 36 bytes).
+void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s);
+/// Rows [r0, r1) of y = W x for all n tokens: y.row(t)[r] = W[r] . x[t]. With `q8` the Q8_1 rows
+/// of matmul_quantize (dot_q8_1.h order), else the exact decode + dot_f32. y[t][r] depends only on
+/// W[r] and x[t].
+void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
+                 int64_t r0, int64_t r1);
+
+// ---- embed_rows.cpp ------------------------------------------------------------------------
+/// out.row(t) = decoded row ids[t] of w if vocab0 <= ids[t] < vocab1, else +0, for t in [t0, t1).
+void embed_rows(const WRows& w, const int32_t* ids, int64_t vocab0, int64_t vocab1, const F32Rows& out,
+                int64_t t0, int64_t t1);
+/// out.row(t) = all.row((ids[t] / rows_per_rank) * n + t) (dim elements), t in [t0, t1).
+void owner_rows(const F32Rows& all, const int32_t* ids, int64_t rows_per_rank, int64_t n, int64_t dim,
+                const F32Rows& out, int64_t t0, int64_t t1);
+
+// ---- hc_expand.cpp -------------------------------------------------------------------------
+/// x.row(t)[j*dim + d] = e.row(t)[d] for j < hc.
+void hc_expand(const F32Rows& e, int64_t dim, int hc, const F32Rows& x, int64_t t0, int64_t t1);
+
+// ---- rmsnorm.cpp ---------------------------------------------------------------------------
+/// y = w * (x * r), r = 1 / sqrt(ss / dim + eps), ss = sum x_i^2 ascending from 0 (w null: no
+/// weight). y may alias x.
+void rmsnorm_row(const float* x, const float* w, int64_t dim, float eps, float* y);
+
+// ---- hc_pre.cpp (mHC: REF Block.hc_pre, kernel.py hc_split_sinkhorn) -----------------------
+/// Per-token mixing coefficients: pre[hc], post[hc], comb[hc*hc] (comb[j*hc + k] = weight of
+/// source copy j into destination copy k), stored contiguously as one mix row [(2+hc)*hc].
+struct HcMix {
+  std::vector<float> pre, post, comb;
+};
+/// pre[j] = sigmoid(m[j]*scale[0] + base[j]) + eps; post[j] = 2*sigmoid(m[hc+j]*scale[1] + base[hc+j]);
+/// comb = row-softmax(m[2hc..]*scale[2] + base[2hc..]) + eps (max, then exp and sum ascending),
+/// divided by (column sums + eps), then (iters-1) times by (row sums + eps), then (column sums + eps);
+/// every sum ascending.
+HcMix hc_split_sinkhorn(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps);
+/// hc_split_sinkhorn into a packed mix row [pre hc | post hc | comb hc*hc] (no allocation).
+void hc_split_sinkhorn_row(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
+                           float* mix_row);
+/// mixes[r] = dot_f32(fn[r, :], xf) * (1 / sqrt(ss / n + norm_eps)), ss = sum xf^2 ascending.
+void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes);
+/// y[d] = sum_j pre[j] * X[j, d], j ascending from 0 (X: [hc, dim]).
+void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y);
+/// One token of hc_pre: mix_row = [pre | post | comb] of hc_split_sinkhorn(hc_mixes(...)), y = hc_weighted_sum.
+void hc_pre_row(const float* x, const float* fn, const float* scale, const float* base, int hc, int64_t dim,
+                int iters, float hc_eps, float norm_eps, float* y, float* mix_row);
+
+// ---- hc_post.cpp ---------------------------------------------------------------------------
+/// X'[k, d] = post[k]*f[d] + (sum_j comb[j*hc+k] * X[j, d], j ascending from 0); X [hc, dim] in place.
+void hc_post(const float* f, const HcMix& mix, int hc, int64_t dim, float* X);
+/// hc_post with a packed mix row [pre | post | comb]; `tmp` holds hc*dim floats.
+void hc_post_row(const float* f, const float* mix_row, int hc, int64_t dim, float* X, float* tmp);
+
+// ---- hc_head.cpp (REF ParallelHead.hc_head) ------------------------------------------------
+/// w[j] = sigmoid(mixes[j]*scale[0] + base[j]) + eps.
+void hc_head_weights(const float* mixes, const float* scale, const float* base, int hc, float eps, float* w);
+/// h = sum_j w_j X_j of one token (mixes from hc_mixes over fn [hc, hc*dim]).
+void hc_head_row(const float* x, const float* fn, const float* scale, const float* base, int hc, int64_t dim,
+                 float hc_eps, float norm_eps, float* h);
+
+// ---- rope.cpp (REF apply_rotary_emb) -------------------------------------------------------
+/// Rotates the last 2*half entries of x[dim] to position pos: pair i (interleaved 2i, 2i+1) by the
+/// angle float(pos) * freqs[i] (one FP32 product), cos/sin from kernels/quant/math.h; `inverse`
+/// applies the conjugate.
+void rope_apply(float* x, int64_t dim, const float* freqs, int half, int64_t pos, bool inverse);
+/// The rotation of position pos: cs[2i] = cos, cs[2i+1] = sin of float(pos) * freqs[i] (i < half).
+void rope_angles(const float* freqs, int half, int64_t pos, float* cs);
+/// rope_apply with the rotation precomputed by rope_angles (bit-identical; shared by all heads).
+void rope_apply_cs(float* x, int64_t dim, const float* cs, int half, bool inverse);
+
+// ---- compressor.cpp (REF Compressor.forward) -----------------------------------------------
+/// Number of compressed blocks visible to a query at position `pos` (0-based): complete ones.
+inline int64_t compressed_visible(int64_t pos, int ratio) { return (pos + 1) / ratio; }
+/// The compressor state of one sequence as flat arrays: cur_a, cur_g [ratio, w] (the block in
+/// progress), prev_a, prev_g [ratio, d] (channels [0, d) of the previous block; overlap only).
+struct CompressorView {
+  int ratio = 0;
+  int64_t d = 0;
+  float* cur_a = nullptr;
+  float* cur_g = nullptr;
+  float* prev_a = nullptr;  // null unless overlap (ratio 4)
+  float* prev_g = nullptr;
+  bool overlap() const { return prev_a != nullptr; }
+  int64_t width() const { return overlap() ? 2 * d : d; }
+};
+/// Feeds token `pos` (the tokens before it were fed) with projections a[w] and raw gate g[w];
+/// ape [ratio, w] is added to g by pos % ratio. When pos completes block b = pos / ratio, writes
+/// the pooled block into out[d] and returns true: per channel, the candidates (overlap: previous
+/// block's channel ch (score -inf when b == 0), then the current block's channel d+ch; else the
+/// block's channel ch), softmax (max, exp, sum ascending), out = sum a_i * (e_i / den) ascending.
+bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape,
+                     float* out);
+
+// ---- indexer_scores.cpp (REF Indexer.forward) ----------------------------------------------
+/// score[j] = sum_h (h ascending, from 0) relu(dot_f32(q_h, keys_j)) * w[h] for j < nvis.
+void indexer_scores(const float* q, const float* w, int64_t H, int64_t D, const float* keys, int64_t nvis,
+                    float* score);
+
+// ---- ordered_sum.cpp -----------------------------------------------------------------------
+/// dst[i] = ((src[0*m + i] + src[1*m + i]) + ...) + src[(P-1)*m + i] for i in [i0, i1).
+void ordered_sum(const float* src, int64_t parts, int64_t m, float* dst, int64_t i0, int64_t i1);
+
+// ---- topk.cpp ------------------------------------------------------------------------------
+/// Indices of the k largest scores[0..n), descending; ties to the lower index; NaN after every
+/// number. Returns min(k, n) indices.
+std::vector<int32_t> topk_desc(const float* scores, int64_t n, int64_t k);
+/// topk_desc into out[min(k, n)] with scratch idx[n] (no allocation); returns min(k, n).
+int64_t topk_desc_into(const float* scores, int64_t n, int64_t k, int32_t* out, int32_t* idx);
+
+// ---- sparse_attention.cpp ------------------------------------------------------------------
+/// o = sum_i p_i kv[i] with p = softmax over {sink, s_i = dot_f32(q, kv_i) * scale}: max over
+/// sink and s (ascending), e_i = exp(s_i - max), den = exp(sink - max) + sum e_i (ascending),
+/// o[d] = sum_i (e_i / den) * kv_i[d] (ascending i, from 0). `s` is scratch [n].
+void attend_with_sink(const float* q, const float* const* kv, int64_t n, int64_t dim, float scale, float sink,
+                      float* o, float* s);
+
+// ---- router.cpp (REF Gate.forward) ---------------------------------------------------------
+/// sqrt(softplus(x)), softplus(x) = log1p(exp(x)) (x for x > 20, as torch's threshold).
+float sqrt_softplus(float x);
+/// One token's routing: experts in selection order and their combine weights.
+struct Routing {
+  std::vector<int32_t> experts;
+  std::vector<float> weights;
+};
+/// Routes one token (see Device::router): hash ids when `hash_ids` non-null, else the top-k of
+/// s + bias; w = s[e] / (sum of selected s in slot order) * route_scale when `normalize`.
+Routing route_token(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
+                    bool normalize, float route_scale);
+/// route_token into ids[k], weights[k] with scratch [2 * n_expert] floats and iscratch
+/// [n_expert] (no allocation).
+void route_token_into(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
+                      bool normalize, float route_scale, int32_t* ids, float* weights, float* scratch,
+                      int32_t* iscratch);
+
+// ---- swiglu.cpp ----------------------------------------------------------------------------
+/// Clamped SwiGLU in place: g = min(g, limit); u = clamp(u, -limit, limit); g = silu(g) * u
+/// (silu(x) = x / (1 + exp(-x))); limit <= 0 disables both clamps.
+void swiglu_clamped(float* g, const float* u, int64_t n, float limit);
+
+}  // namespace ds4::cpu
+
+namespace ds4::cpu {
+
+// ---- window_store.cpp ----------------------------------------------------------------------
+/// ring.row(p % win) = kv.row(p - pos0) (D floats) for p in [max(pos0, pos0 + n - win), pos0 + n).
+void window_store(const F32Rows& kv, int64_t n, int64_t D, int64_t pos0, const F32Rows& ring, int64_t win);
+
+// ---- copy.cpp / add.cpp / scale.cpp / fill.cpp (element-wise; rows [t0, t1) of `cols`) -------
+/// dst.row(t)[i] = src.row(t)[i] as raw 4-byte elements (F32 or I32).
+void copy_rows(const F32Rows& src, const F32Rows& dst, int64_t cols, int64_t t0, int64_t t1);
+/// dst.row(t)[i] = dst.row(t)[i] + src.row(t)[i].
+void add_rows(const F32Rows& dst, const F32Rows& src, int64_t cols, int64_t t0, int64_t t1);
+/// x.row(t)[i] = x.row(t)[i] * factor.
+void scale_rows(const F32Rows& x, float factor, int64_t cols, int64_t t0, int64_t t1);
+/// x.row(t)[i] = value.
+void fill_rows(const F32Rows& x, float value, int64_t cols, int64_t t0, int64_t t1);
+
+// ---- moe_experts.cpp / moe_combine.cpp -----------------------------------------------------
+/// The slots t*K + k with ids.row(t)[k] == expert, ascending (the stable sort of tokens by expert).
+void moe_slots_of(const I32Rows& ids, int64_t n, int64_t K, int32_t expert, std::vector<int64_t>* slots);
+/// out[d] = ((0 + slot_{k1}[d]) + slot_{k2}[d]) + ... over the K slots of one token in ascending
+/// expert id (equal ids in slot order); slots.row(k) is slot k of the token.
+void moe_combine_row(const F32Rows& slots, const int32_t* ids, int64_t K, int64_t dim, float* out);
+
+}  // namespace ds4::cpu

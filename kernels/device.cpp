@@ -1,0 +1,96 @@
+// kernels/device.cpp — the backend-independent parts of kernels/device.h: tensor views, typed
+// allocation and binding helpers, backend selection.
+#include "kernels/device.h"
+
+#include "ds4/result.h"
+
+namespace ds4::dev {
+namespace {
+
+const GgmlTypeGeometry& geometry(GgmlType t) {
+  const GgmlTypeGeometry* g = ggml_type_geometry(static_cast<uint32_t>(t));
+  DS4_CHECK(g != nullptr);
+  return *g;
+}
+
+}  // namespace
+
+uint64_t row_bytes_of(GgmlType type, int64_t n) {
+  const GgmlTypeGeometry& g = geometry(type);
+  DS4_CHECK(n % g.block_elems == 0);
+  return static_cast<uint64_t>(n / g.block_elems * g.block_bytes);
+}
+
+uint64_t Tensor::row_data_bytes() const { return row_bytes_of(type, ne0); }
+
+bool Tensor::contiguous() const {
+  return nb1 == row_data_bytes() && (ne2 <= 1 || nb2 == static_cast<uint64_t>(ne1) * nb1);
+}
+
+Tensor Tensor::rows_view(int64_t r0, int64_t r1) const {
+  DS4_CHECK(0 <= r0 && r0 <= r1 && r1 <= ne1 && ne2 == 1);
+  Tensor v = *this;
+  v.offset = offset + static_cast<uint64_t>(r0) * nb1;
+  v.ne1 = r1 - r0;
+  v.nb2 = static_cast<uint64_t>(v.ne1) * nb1;
+  return v;
+}
+
+Tensor Tensor::cols_view(int64_t c0, int64_t c1) const {
+  const GgmlTypeGeometry& g = geometry(type);
+  DS4_CHECK(0 <= c0 && c0 <= c1 && c1 <= ne0 && c0 % g.block_elems == 0 && c1 % g.block_elems == 0);
+  Tensor v = *this;
+  v.offset = offset + static_cast<uint64_t>(c0 / g.block_elems * g.block_bytes);
+  v.ne0 = c1 - c0;
+  return v;  // nb1, nb2 stay the parent's
+}
+
+Tensor Tensor::reshaped(int64_t row_len, int64_t rows) const {
+  DS4_CHECK(contiguous() && row_len * rows == ne0 * ne1 * ne2);
+  Tensor v = *this;
+  v.ne0 = row_len;
+  v.ne1 = rows;
+  v.ne2 = 1;
+  v.nb1 = row_bytes_of(type, row_len);
+  v.nb2 = static_cast<uint64_t>(rows) * v.nb1;
+  return v;
+}
+
+Tensor Tensor::plane(int64_t p) const {
+  DS4_CHECK(0 <= p && p < ne2);
+  Tensor v = *this;
+  v.offset = offset + static_cast<uint64_t>(p) * nb2;
+  v.ne2 = 1;
+  v.nb2 = static_cast<uint64_t>(ne1) * nb1;
+  return v;
+}
+
+OwnedTensor Device::alloc_tensor(GgmlType type, int64_t row_len, int64_t rows, int64_t planes) {
+  DS4_CHECK(row_len >= 0 && rows >= 0 && planes >= 1);
+  const uint64_t rb = row_bytes_of(type, row_len);
+  OwnedTensor o;
+  o.buffer = alloc(rb * static_cast<uint64_t>(rows) * static_cast<uint64_t>(planes));
+  o.t = Tensor{o.buffer.get(), 0, type, row_len, rows, planes, rb, rb * static_cast<uint64_t>(rows)};
+  return o;
+}
+
+Tensor Device::bind_f32(const float* p, int64_t n) {
+  return bind(WeightMatrix{GgmlType::F32, reinterpret_cast<const uint8_t*>(p), n, 1, static_cast<uint64_t>(n) * 4});
+}
+
+Tensor Device::bind_i32(const int32_t* p, int64_t row_len, int64_t rows) {
+  return bind(WeightMatrix{GgmlType::I32, reinterpret_cast<const uint8_t*>(p), row_len, rows,
+                           static_cast<uint64_t>(row_len) * 4});
+}
+
+Result<BackendKind> parse_backend(const std::string& name) {
+  if (name == "cpu" || name == "auto" || name.empty()) return BackendKind::Cpu;
+  return Error{"backend '" + name + "': expected cpu or auto (the CUDA backend is not built yet)"};
+}
+
+std::unique_ptr<Device> make_device(BackendKind k, int threads) {
+  DS4_CHECK(k == BackendKind::Cpu);
+  return make_cpu_device(threads);
+}
+
+}  // namespace ds4::dev
