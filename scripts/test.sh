@@ -37,7 +37,8 @@ if [ "${DS4_ASAN_CLI:-0}" = 1 ]; then
     -DDS4_CUDA=OFF -DDS4_BUILD_BENCH=OFF
   cmake --build "$BUILD-asan-cli" -j "$JOBS" --target ds4-offload frontend_cli_test frontend_validate_agrees_test \
     frontend_cli_interactive_test gguf_inspect_cli_test
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  # Sanitizer reports exit 86/87, never 1 (the program's own bad-input code the tests expect).
+  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87 \
     ctest --test-dir "$BUILD-asan-cli" --output-on-failure -j "$JOBS" \
     -R 'frontend_cli_test|frontend_validate_agrees_test|frontend_cli_interactive_test|gguf_inspect_cli_test'
 fi
