@@ -46,7 +46,7 @@ CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
   add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = false});
-  s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line (- = standard input; at most 256 MiB)")->required();
+  s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line (- = standard input; at most 64 MiB)")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
   s->add_option("-c,--ctx-size,--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
   s->add_option("--chunk", args.chunk, "Tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
