@@ -350,6 +350,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::Metadata& meta,
                                     " disagrees with the expert tensors, whose ne[2] is " + found);
     }
   }
+  if (errs.size() == 1) return Error{source + ": not a valid deepseek4 model: " + errs[0]};
   if (!errs.empty()) {
     std::string msg = source + ": not a valid deepseek4 model (" + std::to_string(errs.size()) + " problem" +
                       (errs.size() > 1 ? "s" : "") + "):";

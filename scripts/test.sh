@@ -3,7 +3,8 @@
 # ASan+UBSan build of the gguf and quant suites. Exits non-zero on any failure.
 # Then the libFuzzer targets, 20 s each from the committed corpus (scripts/fuzz.sh).
 # Env: DS4_JOBS (default: nproc), DS4_BUILD_DIR (default: build), DS4_SKIP_SANITIZE=1, DS4_SKIP_FUZZ=1,
-# DS4_FUZZ_SECONDS (default 20).
+# DS4_FUZZ_SECONDS (default 20), DS4_ASAN_CLI=1 (also build the whole ds4-offload program with
+# ASan + UBSan and run the CLI tests with it; off by default: it costs a second full build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -28,4 +29,16 @@ fi
 if [ "${DS4_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== libFuzzer: GGUF reader, JSON readers, tokenizer, chat format (${DS4_FUZZ_SECONDS:-20} s each) =="
   DS4_FUZZ_BUILD_DIR="$BUILD-fuzz" scripts/fuzz.sh "${DS4_FUZZ_SECONDS:-20}"
+fi
+
+if [ "${DS4_ASAN_CLI:-0}" = 1 ]; then
+  echo "== ASan+UBSan: the ds4-offload program under the CLI tests =="
+  cmake -S . -B "$BUILD-asan-cli" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_SANITIZE=ON \
+    -DDS4_CUDA=OFF -DDS4_BUILD_BENCH=OFF
+  cmake --build "$BUILD-asan-cli" -j "$JOBS" --target ds4-offload frontend_cli_test frontend_validate_agrees_test \
+    frontend_cli_interactive_test gguf_inspect_cli_test
+  # Sanitizer reports exit 86/87, never 1 (the program's own bad-input code the tests expect).
+  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87 \
+    ctest --test-dir "$BUILD-asan-cli" --output-on-failure -j "$JOBS" \
+    -R 'frontend_cli_test|frontend_validate_agrees_test|frontend_cli_interactive_test|gguf_inspect_cli_test'
 fi

@@ -169,13 +169,13 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                   "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
   if (which.ctx_size)
     s->add_option("-c,--ctx-size", a.ctx_size,
-                  "Context length in tokens (0 = the model's context_length, capped; prompt + -n beyond it is "
-                  "clamped with a note)")
+                  "Context length in tokens (0 = the model's context_length; the sequence state grows per token, "
+                  "nothing is reserved up front; prompt + -n beyond it is clamped with a note)")
         ->capture_default_str();
   // "-ngl" itself is rewritten to --n-gpu-layers by main() (CLI11 short names are one letter).
   s->add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
-                "llama.cpp's GPU layer count: not used here (every layer runs on each --tp device; routed experts go "
-                "where `ds4-offload plan` puts them, see --plan)");
+                "-ngl N, llama.cpp's GPU layer count: accepted but not used (every layer runs on each --tp device; "
+                "routed experts go where `ds4-offload plan` puts them, see --plan)");
 }
 
 Result<int64_t> effective_ctx(const ModelArgs& a, int64_t model_ctx, int64_t default_cap, const char* command) {

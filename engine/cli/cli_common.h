@@ -24,8 +24,8 @@ namespace ds4::cli {
 /// Reads a whole input file (binary) of at most `max_bytes` (ds4/file_io.h read_file_bounded: a
 /// regular file, or "-" for standard input when `allow_stdin`). Errors: "<what> '<path>': file not
 /// found", "... expected a regular file, found a FIFO (named pipe)", "... more than the limit of 64 MiB".
-Result<std::string> read_text_file(const std::string& path, const std::string& what, uint64_t max_bytes,
-                                   bool allow_stdin = false);
+Result<std::string> read_text_file(const std::string& path, const std::string& what,
+                                   uint64_t max_bytes = kMaxPromptBytes, bool allow_stdin = false);
 
 /// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index and the
 /// text found: a non-integer, a negative id, an id >= `vocab`, or no ids at all.

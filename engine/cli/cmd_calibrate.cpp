@@ -48,9 +48,9 @@ CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
   add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = false});
-  s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line")->required();
+  s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line (- = standard input; at most 64 MiB)")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
-  s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
+  s->add_option("-c,--ctx-size,--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
   s->add_option("--chunk", args.chunk, "Tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   s->add_option("--max-routes", args.max_routes,
                  "Token routes (expert sets) kept per layer for the planner's cost model (0 = none: version-1 file)")
@@ -66,7 +66,7 @@ CLI::App* setup(CLI::App& app) {
 
 int run() {
   const char* cmd = "calibrate";
-  if (args.ctx < 0) return fail(cmd, "--ctx: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
+  if (args.ctx < 0) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
   auto text = read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   std::vector<std::string> prompts;
@@ -91,7 +91,7 @@ int run() {
   const ModelConfig& c = m->config();
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
   if (ctx > c.n_ctx)
-    return fail(cmd, "--ctx " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
+    return fail(cmd, "-c/--ctx-size " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
   if (c.n_expert > 65536) return fail(cmd, "the model has " + std::to_string(c.n_expert) + " experts; at most 65536 supported");
   placement::RoutingCounter counter(c.n_layer, c.n_expert, c.n_expert_used, args.max_routes);
   auto created = Session::create(m);

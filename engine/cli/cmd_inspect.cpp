@@ -356,11 +356,13 @@ int run() {
 
   int rc = 0;
   size_t report_problems = 0;
+  std::string first_problem;
   if (args.validate) {
     json report;
     auto problems = validate(m, report, !args.json);
     report["problems"] = problems;
     report_problems = problems.size();
+    if (!problems.empty()) first_problem = problems[0];
     for (const auto& p : problems) fmt::print(stderr, "validate: FAILED: {}\n", p);
     if (problems.empty()) {
       if (!args.json) fmt::print("validate: OK\n");
@@ -371,9 +373,16 @@ int run() {
   }
   if (args.json) fmt::print("{}\n", j.dump(2));
   if (auto w = check_stdout("the inspect output"); !w) return fail("inspect", w.error().message);
-  if (rc == 2)
-    return fail("inspect", fmt::format("validate: {} problem{} (listed above): the file does not load or run",
-                                       report_problems, report_problems == 1 ? "" : "s"));
+  if (rc == 2) {
+    // One line naming the first problem (its first two lines joined); the rest are listed above.
+    std::string first = first_problem;
+    if (size_t nl = first.find("\n  "); nl != std::string::npos) first.replace(nl, 3, " ");
+    first = first.substr(0, first.find('\n'));
+    return fail("inspect", fmt::format("validate: {}{}", first,
+                                       report_problems > 1 ? fmt::format(" (and {} more problem{}, listed above)",
+                                                                         report_problems - 1, report_problems > 2 ? "s" : "")
+                                                           : std::string()));
+  }
   return rc;
 }
 

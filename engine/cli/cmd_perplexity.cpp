@@ -28,13 +28,13 @@ CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("perplexity", "Perplexity and mean negative log-likelihood of a text file");
   add_model_options(s, args.model, ModelOptionSet{});
   s->add_option("-f,--file", args.file, "Text file (- = standard input)")->required();
-  s->add_option("--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
+  s->add_option("-c,--ctx-size,--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
   return s;
 }
 
 int run() {
   const char* cmd = "perplexity";
-  if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "--ctx: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
+  if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
   auto text = read_text_file(args.file, "-f/--file", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   auto model = load_model(args.model, cmd);
@@ -46,7 +46,7 @@ int run() {
   const int64_t vocab = m->config().vocab, n_ctx = m->config().n_ctx;
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(512, n_ctx);
   if (ctx > n_ctx)
-    return fail(cmd, "--ctx " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(n_ctx));
+    return fail(cmd, "-c/--ctx-size " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(n_ctx));
   const bool bos = tok->bos_id() >= 0 && tok->add_bos();
   const int64_t span_len = bos ? ctx - 1 : ctx;
   std::vector<int32_t> toks = tok->encode(text.value(), false, /*parse_special=*/false);

@@ -293,10 +293,10 @@ TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
   { std::ofstream(big) << "1"; }
   fs::resize_file(big, uint64_t(300) << 20);
   expect("score -m " + f + " --token-ids '" + big.string() + "' --logits-out '" + (dir_ / "o.f32").string() + "'",
-         "file is 314572800 bytes, more than the limit of 64 MiB");
-  expect("perplexity -m " + f + " -f '" + big.string() + "'", "more than the limit of 256 MiB");
-  expect("plan -m " + f + " --hw '" + big.string() + "' --dry-run", "more than the limit of 256 MiB");
-  expect("run -m " + f + " -f - < /dev/zero", "more than the limit of 64 MiB (the input does not end)");
+         "file is 314572800 bytes, more than the limit of 16 MiB");
+  expect("perplexity -m " + f + " -f '" + big.string() + "'", "more than the limit of 64 MiB");
+  expect("plan -m " + f + " --hw '" + big.string() + "' --dry-run", "more than the limit of 64 MiB");
+  expect("run -m " + f + " -f - < /dev/zero", "more than the limit of 16 MiB (the input does not end)");
   // An incomplete split set of 99,999 shards: the missing list is capped.
   const fs::path shard = dir_ / "m-00001-of-99999.gguf";
   fs::copy_file(fixture_gguf(), shard);

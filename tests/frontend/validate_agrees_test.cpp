@@ -165,6 +165,23 @@ TEST(ValidateAgreesWithRun, CorruptedTinyModels) {
       {"bos_id_wraps", [](Copy& c) { c.set("tokenizer.ggml.bos_token_id", Value::make_u64((uint64_t(1) << 32) + 1)); },
        "bos_token_id': expected a token id"},
       {"no_tokenizer", [](Copy& c) { c.erase("tokenizer.ggml.tokens"); }, "no tokenizer.ggml.* metadata"},
+      {"block_count_string", [&](Copy& c) { c.set(a + "block_count", Value::make_string("six")); },
+       "block_count': expected an integer type"},
+      {"token_type_short",
+       [](Copy& c) {
+         Value* v = c.key("tokenizer.ggml.token_type");
+         ASSERT_NE(v, nullptr);
+         if (!v->arr_i.empty()) v->arr_i.pop_back();
+         if (!v->arr_u.empty()) v->arr_u.pop_back();
+       },
+       "tokenizer.ggml.token_type: expected 512 entries"},
+      {"merges_garbage",
+       [](Copy& c) {
+         Value* v = c.key("tokenizer.ggml.merges");
+         ASSERT_NE(v, nullptr);
+         for (auto& m : v->arr_s) m = "nospace";
+       },
+       "merge"},
       {"expert_tensor_missing",
        [](Copy& c) { std::erase_if(c.tensors, [](const Copy::T& t) { return t.name == "blk.1.ffn_down_exps.weight"; }); },
        "tensor 'blk.1.ffn_down_exps.weight': expected shape {256, 256, 16}, found missing"},
