@@ -275,6 +275,13 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
   if (o.dense != "f32" && o.dense != "bf16") return Error{"--dense '" + o.dense + "': expected f32 or bf16"};
   DS4_TRY(gguf::GgufModel v, open_model_file(src));
   DS4_TRY(int64_t n_layer, v.metadata().get_int("deepseek4.block_count"));
+  // Every routed-expert row must be a whole number of the target type's blocks (Q2_K/IQ2_XXS/IQ1_M
+  // take 256 elements per block): refused before any work, naming the tensor and both sizes.
+  for (const auto& t : v.tensors())
+    if (t.name.find("_exps.weight") != std::string::npos && t.ne[0] % int64_t(et->block_elems) != 0)
+      return Error{src + ": tensor '" + t.name + "' rows have " + std::to_string(t.ne[0]) + " elements; --experts " +
+                   o.experts + " needs a multiple of its block of " + std::to_string(et->block_elems) +
+                   " (choose mxfp4 or q8_0, 32-element blocks)"};
   gguf::GgufWriter w;
   for (const auto& [k, val] : v.metadata().entries()) {
     if (k == "deepseek4.nextn_predict_layers") continue;  // the MTP block is not written

@@ -71,7 +71,9 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   DS4_TRY(Activations acts, parse_activations(a.activations));
   if (a.threads < 0) return Error{"-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(a.threads)};
   std::error_code ec;
-  DS4_TRY_VOID(check_regular_file(a.model, "-m/--model"));
+  // A safetensors checkpoint folder is opened (and validated) by the checkpoint reader; every other
+  // model path must be a regular file (a FIFO or device would block or read forever).
+  if (!std::filesystem::is_directory(a.model, ec)) DS4_TRY_VOID(check_regular_file(a.model, "-m/--model"));
   if (!a.n_gpu_layers.empty())
     std::fprintf(stderr,
                  "%s: note: -ngl/--n-gpu-layers %s is not used: this runtime runs every layer on each --tp device "

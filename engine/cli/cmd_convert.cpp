@@ -4,6 +4,7 @@
 //   convert --audit A B                  compare two checkpoints tensor by tensor after decoding
 // (engine/checkpoint_convert.h has the definitions.)
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/checkpoint_convert.h"
 #include "engine/cli/cli_common.h"
@@ -63,6 +64,14 @@ int run() {
     return 0;
   }
   if (args.to == "gguf") {
+    // The output must not be one of the source's files (a shard of a folder included): writing it
+    // would destroy the checkpoint while it is memory-mapped.
+    std::vector<std::string> inputs{args.model};
+    std::error_code ec;
+    if (std::filesystem::is_directory(args.model, ec))
+      for (const auto& e : std::filesystem::directory_iterator(args.model, ec))
+        if (e.is_regular_file(ec)) inputs.push_back(e.path().string());
+    if (auto c = check_output_not_input(args.out, "-o/--output", inputs); !c) return fail(cmd, c.error().message);
     auto r = convert_to_gguf(args.model, args.out, args.gguf, progress);
     if (!r) return fail(cmd, r.error().message);
     std::printf("convert: %s -> %s (GGUF deepseek4, experts %s, dense %s): %.2f MiB of tensors\n", args.model.c_str(),

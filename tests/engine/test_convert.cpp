@@ -169,6 +169,17 @@ TEST(Convert, GgufRoundTripGivesTheFixtureLogits) {
   GgufConvertOptions bad;
   bad.experts = "q5_k";
   EXPECT_FALSE(convert_to_gguf(test::tiny_dir().string(), (out.parent_path() / "x.gguf").string(), bad).ok());
+  // 256-element block types on the fixture's 128-wide expert rows: one error before any work (a
+  // fresh tester hit an assertion abort in the row quantizer), and no output file.
+  for (const char* t : {"q2_k", "iq2_xxs", "iq1_m"}) {
+    GgufConvertOptions k;
+    k.experts = t;
+    const fs::path o = out.parent_path() / (std::string(t) + ".gguf");
+    auto rk = convert_to_gguf(test::tiny_dir().string(), o.string(), k);
+    ASSERT_FALSE(rk.ok()) << t;
+    EXPECT_NE(rk.error().message.find("needs a multiple of its block of 256"), std::string::npos) << rk.error().message;
+    EXPECT_FALSE(fs::exists(o)) << t;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -106,6 +107,42 @@ TEST_F(Cli, ScoreMatchesReferenceLogitsOnPromptP1) {
   double cmx = 0;
   for (size_t i = 0; i < mine.size(); ++i) cmx = std::max(cmx, double(std::abs(mine[i] - chunked[i])));
   EXPECT_LE(cmx, 1e-3) << "chunked vs one-shot max |dlogit|";
+}
+
+// `-m FOLDER` (an official safetensors checkpoint) works in the model-running commands as in
+// inspect/plan (a fresh tester found score/run refusing it as "not a regular file"): in f32 mode
+// its logits are the fixture GGUF's bit for bit (same weights, exactly decoded).
+TEST_F(Cli, ScoreTakesACheckpointFolder) {
+  const fs::path folder = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(folder / "config.json")) GTEST_SKIP() << "no safetensors folder in the fixture";
+  write(dir_ / "ids.txt", "0 5 17 200 3 3 99 400");
+  auto g = sh("score -m '" + fixture_gguf().string() + "' --token-ids '" + (dir_ / "ids.txt").string() +
+              "' --logits-out '" + (dir_ / "g.f32").string() + "'");
+  ASSERT_EQ(g.code, 0) << g.text;
+  auto f = sh("score -m '" + folder.string() + "' --token-ids '" + (dir_ / "ids.txt").string() +
+              "' --logits-out '" + (dir_ / "f.f32").string() + "'");
+  ASSERT_EQ(f.code, 0) << f.text;
+  auto a = read_f32(dir_ / "g.f32"), b = read_f32(dir_ / "f.f32");
+  ASSERT_EQ(a.size(), size_t(8 * 512));
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // convert -o naming one of the folder's own shards is refused (it would destroy the checkpoint).
+  fs::create_directories(dir_ / "copy");
+  for (const auto& e : fs::directory_iterator(folder))
+    if (e.path().extension() == ".safetensors" || e.path().extension() == ".json")
+      fs::copy_file(e.path(), dir_ / "copy" / e.path().filename());
+  const fs::path shard = dir_ / "copy" / "model-00001-of-00002.safetensors";
+  const auto before = fs::file_size(shard);
+  auto c = sh("convert -m '" + (dir_ / "copy").string() + "' --to gguf -o '" + shard.string() + "'");
+  EXPECT_EQ(c.code, 1) << c.text;
+  EXPECT_NE(c.text.find("convert: error:"), std::string::npos) << c.text;
+  EXPECT_EQ(fs::file_size(shard), before);
+  // A folder that is not a checkpoint is still one clear error.
+  fs::create_directories(dir_ / "empty");
+  auto e = sh("score -m '" + (dir_ / "empty").string() + "' --token-ids '" + (dir_ / "ids.txt").string() +
+              "' --logits-out '" + (dir_ / "e.f32").string() + "'");
+  EXPECT_EQ(e.code, 1) << e.text;
+  EXPECT_NE(e.text.find("score: error:"), std::string::npos) << e.text;
 }
 
 TEST_F(Cli, ScoreRejectsBadInputs) {
