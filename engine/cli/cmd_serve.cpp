@@ -17,6 +17,7 @@ struct ServeArgs {
   server::ServeOptions opts;
 };
 ServeArgs args;
+CLI::Option* s_api_key = nullptr;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API (chat, completions, models, metrics)");
@@ -31,7 +32,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
       ->capture_default_str();
   s->add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens prefilled per scheduler step")->capture_default_str();
-  s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
+  s_api_key = s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
   s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
   s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
@@ -50,6 +51,9 @@ int run() {
   if (o.ctx == 0) o.ctx = args.model.ctx_size;
   if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
   if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
+  // `--api-key "$UNSET"` must not switch authentication off silently.
+  if (s_api_key != nullptr && s_api_key->count() > 0 && o.api_key.empty())
+    return fail(cmd, "--api-key: expected a non-empty key, found an empty string");
   if (o.max_messages < 1) return fail(cmd, "--max-messages: expected 1 or more");
   if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
   if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;

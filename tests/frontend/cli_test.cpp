@@ -145,6 +145,14 @@ TEST_F(Cli, ScoreTakesACheckpointFolder) {
   EXPECT_NE(e.text.find("score: error:"), std::string::npos) << e.text;
 }
 
+// `serve --api-key ""` (e.g. an unset shell variable) is refused before the model loads instead of
+// serving without authentication.
+TEST_F(Cli, ServeRefusesAnEmptyApiKey) {
+  auto r = sh("serve -m '" + fixture_gguf().string() + "' --port 0 --api-key ''");
+  EXPECT_EQ(r.code, 1) << r.text;
+  EXPECT_NE(r.text.find("serve: error: --api-key: expected a non-empty key"), std::string::npos) << r.text;
+}
+
 TEST_F(Cli, ScoreRejectsBadInputs) {
   const std::string m = "-m '" + fixture_gguf().string() + "' ";
   const std::string out = " --logits-out '" + (dir_ / "o.f32").string() + "'";
