@@ -56,7 +56,10 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
     return Error{file + ": general.architecture: expected 'deepseek4', found '" + arch + "'"};
   GgufPlanModel out;
   ModelShape& s = out.shape;
-  s.name = md.has("general.name") ? md.get_string("general.name").value() : file;
+  s.name = file;
+  if (md.has("general.name")) {
+    DS4_TRY(s.name, md.get_string("general.name"));  // another value type is an error, not an abort
+  }
   // A layer needs at least 20 tensors: block_count is bounded by what the file holds.
   const int64_t max_layers = std::max<int64_t>(1, int64_t(m.tensors().size()) / 20);
   DS4_TRY(int64_t layers, int_key(md, file, {"deepseek4.block_count"}, max_layers,

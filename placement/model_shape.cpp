@@ -120,7 +120,14 @@ Result<ModelShape> load_model_shape(const std::string& path) {
     if (auto it = root.find(nest); it != root.end() && it->is_object()) j = &*it;
 
   ModelShape s;
-  s.name = j->value("name", root.value("name", std::string("model from ") + path));
+  // "name" is optional; another JSON type is an error (json::value() would throw).
+  s.name = "model from " + path;
+  for (const json* o : {static_cast<const json*>(&root), j}) {
+    if (auto it = o->find("name"); it != o->end()) {
+      if (!it->is_string()) return Error{path + ": name: expected a string, found " + it->dump().substr(0, 60)};
+      s.name = it->get<std::string>();
+    }
+  }
   const int64_t one = 1, four = 4, zero = 0;
   DS4_TRY(int64_t n_layers, get_int(*j, path, {"num_hidden_layers", "n_layers", "block_count"}, nullptr));
   s.n_layers = int(n_layers);

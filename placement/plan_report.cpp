@@ -218,8 +218,12 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
   using nlohmann::json;
   DS4_TRY(const std::string text, read_file_bounded(path, kMaxJsonBytes, "plan file"));
   DS4_TRY(json j, parse_json_text(text, path));
-  if (!j.is_object() || j.value("format", std::string()) != "ds4-placement-plan")
+  // String keys are type-checked first: json::value() would throw on another type.
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "ds4-placement-plan")
     return Error{path + ": expected \"format\": \"ds4-placement-plan\""};
+  if (j.contains("policy") && !j["policy"].is_string())
+    return Error{path + ": policy: expected a string, found " + j["policy"].dump().substr(0, 60)};
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
     return Error{path + ": expected \"version\": 1"};
   if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int64_t>() != ranks)

@@ -363,6 +363,22 @@ TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
   }
 }
 
+// Fuzzer findings: a JSON value of another type where a string is expected (model config "name",
+// found by fuzz_json; plan "format"/"policy") and a GGUF general.name that is not a string are
+// errors naming the field, not an escaped exception or an abort.
+TEST_F(Cli, WrongJsonAndMetadataTypesAreErrors) {
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  write(dir_ / "model.json", "{\"name\": 2048, \"n_layers\": 43}");
+  auto r = sh("plan --model-config '" + (dir_ / "model.json").string() + "' --quant-mix ds4-q2 --dry-run");
+  EXPECT_EQ(r.code, 1) << r.text;
+  EXPECT_NE(r.text.find("model.json: name: expected a string, found 2048"), std::string::npos) << r.text;
+  EXPECT_EQ(r.text.find("json.exception"), std::string::npos) << r.text;
+  write(dir_ / "plan.json", "{\"format\": 7}");
+  auto p = sh("run -m " + f + " -p x -n 1 --plan '" + (dir_ / "plan.json").string() + "'");
+  EXPECT_EQ(p.code, 1) << p.text;
+  EXPECT_NE(p.text.find("format: expected a string, found 7"), std::string::npos) << p.text;
+}
+
 // Outputs that hit a write error exit non-zero and leave no partial file.
 TEST_F(Cli, WriteErrorsAreReported) {
   const std::string exe = std::string("'") + DS4_OFFLOAD_EXE + "' ";
