@@ -7,6 +7,12 @@
 // `exact` numerics (what the golden `exact` mode computes): the FP8/FP4 quant-dequant simulation
 // of REF's QAT path is not applied, and the indexer's Hadamard rotation of q and k is skipped: it
 // is orthonormal and applied to both sides, so q.k is unchanged (up to rounding).
+// `qat` numerics (Activations::Fp8, Forward::qat()): REF's QDQ as in its model.py, as act_qdq ops:
+// the non-RoPE KV dims FP8 in 64-blocks (attention kv after norm + RoPE; the main compressor's new
+// cache rows), the indexer q (per head, after RoPE) and its compressor's new cache rows
+// Hadamard-rotated then FP4 QDQ in 32-blocks; the matmul inputs of FP8/FP4 weights are QDQ'd by
+// the device (dev::ActFormat::FP8_QDQ) except wo_a, which REF applies as a BF16 einsum
+// (convert.py dequantizes it).
 #include <algorithm>
 #include <cmath>
 
@@ -74,6 +80,7 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
   dev_.rmsnorm(s_, kv, L.kv_norm, c_.norm_eps, kv);
   dev_.rope(s_, q, Hr, L.rope_freqs, pos, false);
   dev_.rope(s_, kv, 1, L.rope_freqs, pos, false);
+  if (qat()) dev_.act_qdq(s_, kv, 1, dev::QdqMode::Fp8E4M3, D - c_.rope_dim, 64);
 
   // Compressor projections over the batch; the indexer's query heads (column-parallel: this
   // rank's heads of wq_b and weights_proj), rotated, and its head weights scaled as REF does:
@@ -96,6 +103,7 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
     ig = ws_.f32(iwidth, n);
     dev_.matmul2(s_, L.idx_cmp_kv, ia, L.idx_cmp_gate, ig, x, act_);
     dev_.rope(s_, iq, HI, L.rope_freqs, pos, false);
+    if (qat()) dev_.act_qdq(s_, iq, HI, dev::QdqMode::HadamardFp4, DI, 32);
     const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(DI))) *
                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
     dev_.scale(s_, iw, wscale);
@@ -113,6 +121,10 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
     if (ratio == 4) {
       dev_.compressor(s_, ia.rows_view(a, b), ig.rows_view(a, b), L.idx_cmp_ape, L.idx_cmp_norm, c_.norm_eps,
                       L.rope_freqs, 4, s.pos0, ls.icmp_cur, ls.icmp_prev, ls.ikv);
+      if (qat()) {  // the cache rows this chunk completed: blocks [pos0 / 4, (pos0 + n) / 4)
+        const dev::Tensor fresh = ls.ikv.rows_view(s.pos0 / 4, (s.pos0 + (b - a)) / 4);
+        if (fresh.ne1 > 0) dev_.act_qdq(s_, fresh, 1, dev::QdqMode::HadamardFp4, fresh.ne0, 32);
+      }
       sel = ws_.i32(c_.idx_topk, b - a);
       DS4_TRY_VOID(indexer_select(l, iq.rows_view(a, b), iw.rows_view(a, b), s, ls, sel));
       if (ForwardTrace* tr = s.chunk->trace; tr && !tr->indexer.empty()) {
@@ -129,6 +141,10 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
     if (ratio > 0)
       dev_.compressor(s_, ca.rows_view(a, b), cg.rows_view(a, b), L.cmp_ape, L.cmp_norm, c_.norm_eps, L.rope_freqs,
                       ratio, s.pos0, ls.cmp_cur, ls.cmp_prev, ls.ckv);
+    if (ratio > 0 && qat()) {  // the cache rows this chunk completed
+      const dev::Tensor fresh = ls.ckv.rows_view(s.pos0 / ratio, (s.pos0 + (b - a)) / ratio);
+      if (fresh.ne1 > 0) dev_.act_qdq(s_, fresh, 1, dev::QdqMode::Fp8E4M3, fresh.ne0 - c_.rope_dim, 64);
+    }
     dev_.sparse_attention(s_, q.rows_view(a, b), kv.rows_view(a, b), ls.window, ratio > 0 ? ls.ckv : dev::Tensor{},
                           sel, sinks, ratio, s.pos0, scale, o.rows_view(a, b));
     dev_.window_store(s_, kv.rows_view(a, b), s.pos0, ls.window);
@@ -152,7 +168,8 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
     for (int64_t j = 0; j < gps; ++j) {
       const int64_t g = g0 + k * gps + j, gl = g - g0;  // global and rank-local group
       dev_.copy(s_, o.cols_view(gl * gin, (gl + 1) * gin), og);
-      dev_.matmul(s_, L.out_a.rows_view(g * R, (g + 1) * R), og, zg, act_);
+      dev_.matmul(s_, L.out_a.rows_view(g * R, (g + 1) * R), og, zg,
+                  qat() ? dev::ActFormat::F32 : act_);  // REF: BF16 einsum for wo_a
       dev_.copy(s_, zg, zs.cols_view(j * R, (j + 1) * R));
     }
     const int64_t c0 = (g0 + k * gps) * R;

@@ -48,7 +48,7 @@ class Dsv4Model final : public Model {
   const DeviceWeights& device_weights(int rank) const { return dweights_.at(rank); }
   dev::ActFormat act_format() const {
     return opts_.activations == Activations::Q8    ? dev::ActFormat::Q8_1
-           : opts_.activations == Activations::Fp8 ? dev::ActFormat::F32  // PORT-FP8: QDQ not yet on the op API
+           : opts_.activations == Activations::Fp8 ? dev::ActFormat::FP8_QDQ
                                                    : dev::ActFormat::F32;
   }
 

@@ -20,6 +20,9 @@
 // EXCEPT the router gate (`ffn_gate_inp`), which REF computes in FP32 and whose top-k is
 // discontinuous. F32/F16/BF16 weights always take FP32 activations. Attention scores, the indexer
 // scores, mHC and norms are FP32 in both modes.
+// Activations::Fp8 (ActFormat::FP8_QDQ, DeepSeek's QAT simulation): the inputs of FP8/FP4 weights
+// are FP8 QDQ'd by the matmul (wo_a excepted: REF's BF16 einsum), and attention_layer.cpp adds
+// REF's act_qdq steps on the KV, the compressed blocks and the indexer q.
 //
 // Tensor parallelism: a Forward is one rank of a group (engine/tensor_parallel.h holds the sharding
 // and the canonical definition that makes every rank count give the same bits). With R = 1 the
@@ -107,6 +110,9 @@ class Forward {
   /// Indexer of layer l for segment `s`: top-k compressed block ids per token into sel [n_s, idx_topk].
   Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
                               const dev::Tensor& sel);
+
+  /// True for Activations::Fp8 (REF's QAT simulation: the act_qdq steps of attention_layer.cpp).
+  bool qat() const { return act_ == dev::ActFormat::FP8_QDQ; }
 
   const ModelConfig& c_;
   const ModelWeights& w_;

@@ -36,7 +36,20 @@ namespace ds4::dev {
 /// Q8_1: activations are quantized to Q8_1 blocks (kernels/quant/quantize_q8.h) and dotted with the
 /// weight's blocks in the kernels/quant/dot_q8_1.h order. Weight types without a Q8_1 dot (F32, F16,
 /// BF16) take the F32 path; see `uses_q8_1`.
-enum class ActFormat { F32, Q8_1 };
+/// FP8_QDQ: DeepSeek's QAT simulation (`--activations fp8`): for weights stored as FP8/FP4 in the
+/// official checkpoint (F8_E4M3_R128, MXFP4, NVFP4_S2; see `is_fp8_fp4_weight`) each activation row
+/// is first FP8 E4M3 quantize-dequantized in 1x128 blocks (kernels/quant/act_qdq.h qdq_fp8_e4m3,
+/// REF linear() -> act_quant), then the F32 path; other weights take the F32 path unchanged.
+enum class ActFormat { F32, Q8_1, FP8_QDQ };
+
+/// True for the weight types whose activations FP8_QDQ quantizes (FP8/FP4 checkpoint encodings).
+bool is_fp8_fp4_weight(GgmlType type);
+
+/// The in-place activation QDQ steps of REF's QAT path (Device::act_qdq; kernels/quant/act_qdq.h).
+/// Fp8E4M3: FP8 E4M3 QDQ (ue8m0 scales) of the first `len` elements of each head, in blocks.
+/// HadamardFp4: the normalized Walsh-Hadamard transform of each whole head (REF rotate_activation),
+/// then FP4 E2M1 QDQ (ue8m0 scales) of the head in blocks.
+enum class QdqMode { Fp8E4M3, HadamardFp4 };
 
 /// A host-side description of a weight matrix in host memory (the GGUF mapping, an expert slab):
 /// `out` rows of `in` elements of `type`, `row_bytes` apart. It is not a device object: ops never
@@ -226,6 +239,13 @@ class Device {
   /// Ring update (kernels/cpu/window_store.cpp): ring[p % win] = kv[p - pos0] for the last
   /// min(n, win) positions p of the chunk. kv [n, D], ring [win, D].
   virtual void window_store(Stream& s, const Tensor& kv, int64_t pos0, const Tensor& ring) = 0;
+  /// In-place activation QDQ (kernels/cpu/act_qdq.cpp; REF kernel.py act_quant / fp4_act_quant,
+  /// model.py rotate_activation): every row of x [n, heads*D] is split into `heads` heads of D;
+  /// Fp8E4M3 QDQs elements [0, len) of each head in blocks of `block` (len % block == 0, len <= D);
+  /// HadamardFp4 rotates the whole head (D a power of two; `len` must equal D) then QDQs it to FP4
+  /// in blocks of `block`. Exact per element except amax / 448 (or / 6) and the Hadamard butterflies
+  /// (fixed order, kernels/quant/act_qdq.h). Strided rows allowed.
+  virtual void act_qdq(Stream& s, const Tensor& x, int64_t heads, QdqMode mode, int64_t len, int64_t block) = 0;
   /// dst = src element-wise (kernels/cpu/copy.cpp); same shape, strided rows allowed, F32 or I32.
   virtual void copy(Stream& s, const Tensor& src, const Tensor& dst) = 0;
   /// dst += src element-wise (kernels/cpu/add.cpp); F32, same shape.

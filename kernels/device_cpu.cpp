@@ -24,6 +24,10 @@
 
 namespace ds4::dev {
 
+bool is_fp8_fp4_weight(GgmlType type) {
+  return type == GgmlType::F8_E4M3_R128 || type == GgmlType::MXFP4 || type == GgmlType::NVFP4_S2;
+}
+
 bool uses_q8_1(GgmlType type) {
   if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) return false;
   return cpu::can_dot_q8_1(type);
@@ -317,6 +321,14 @@ class CpuDevice final : public Device {
     DS4_CHECK(kv.ne0 == ring.ne0);
     cpu::window_store(f32(kv), kv.ne1, kv.ne0, pos0, f32(ring), ring.ne1);
   }
+  void act_qdq(Stream&, const Tensor& x, int64_t heads, QdqMode mode, int64_t len, int64_t block) override {
+    DS4_CHECK(x.type == GgmlType::F32 && heads > 0 && x.ne0 % heads == 0 && x.ne2 == 1);
+    const int64_t D = x.ne0 / heads;
+    const cpu::F32Rows X = f32(x);
+    const bool h4 = mode == QdqMode::HadamardFp4;
+    rows_par(x.ne1, x.ne0 * (h4 ? 8 : 3),
+             [&](int64_t a, int64_t b) { cpu::act_qdq_rows(X, heads, D, h4, len, block, a, b); });
+  }
   void copy(Stream&, const Tensor& src, const Tensor& dst) override {
     DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1 && src.type == dst.type);
     const cpu::F32Rows S = raw4(src), Dd = raw4(dst);
@@ -458,7 +470,7 @@ class CpuDevice final : public Device {
     DS4_CHECK(x.ne0 == in);
     cpu::WRows W[2];
     cpu::F32Rows Y[2];
-    bool q8[2] = {false, false}, any_q8 = false;
+    bool q8[2] = {false, false}, any_q8 = false, qdq[2] = {false, false}, any_qdq = false;
     for (int k = 0; k < nw; ++k) {
       DS4_CHECK(ws[k]->ne0 == in && ys[k]->ne0 == ws[k]->ne1 && ys[k]->ne1 == n);
       W[k] = wrows(*ws[k]);
@@ -466,10 +478,19 @@ class CpuDevice final : public Device {
       weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->ne1) * ws[k]->nb1, std::memory_order_relaxed);
       q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
       any_q8 = any_q8 || q8[k];
+      qdq[k] = act == ActFormat::FP8_QDQ && is_fp8_fp4_weight(ws[k]->type);
+      any_qdq = any_qdq || qdq[k];
     }
     const cpu::F32Rows X = f32(x);
     thread_local cpu::MatmulScratch scratch;  // concurrent sessions may share the device
     if (any_q8) cpu::matmul_quantize(X, n, in, scratch);
+    // FP8_QDQ: one QDQ'd copy of the activations (reused scratch) for the FP8/FP4 weights.
+    cpu::F32Rows Xk[2] = {X, X};
+    if (any_qdq) {
+      const cpu::F32Rows Xq = cpu::matmul_qdq_fp8(X, n, in, scratch);
+      for (int k = 0; k < nw; ++k)
+        if (qdq[k]) Xk[k] = Xq;
+    }
     const uint8_t* xq = scratch.xq.data();
     constexpr int64_t kRowsPerTask = 16;
     int64_t tasks[2] = {0, 0}, total = 0;
@@ -483,7 +504,7 @@ class CpuDevice final : public Device {
         int k = 0;
         while (tk >= tasks[k]) tk -= tasks[k++];
         const int64_t r0 = tk * kRowsPerTask, r1 = std::min(W[k].out, r0 + kRowsPerTask);
-        cpu::matmul_rows(W[k], X, xq, n, q8[k], Y[k], r0, r1);
+        cpu::matmul_rows(W[k], Xk[k], xq, n, q8[k], Y[k], r0, r1);
       }
     };
     if (threads_ == 1 || total == 1) return body(0, total);

@@ -52,9 +52,13 @@ void dot_f32_rows4(const float* const* w, const float* x, int64_t n, float* out)
 /// steady-state calls allocate nothing.
 struct MatmulScratch {
   std::vector<uint8_t> xq;
+  std::vector<float> xqdq;  // FP8_QDQ: the QDQ'd activations [n, in]
 };
 /// Quantizes the n rows of x (length in, in % 32 == 0) to Q8_1 into s.xq (n * in/32 * 36 bytes).
 void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s);
+/// Copies the n rows of x (length in, in % 128 == 0) into s.xqdq (packed [n, in]) and FP8 E4M3
+/// QDQs each row in 1x128 blocks (kernels/quant/act_qdq.h qdq_fp8_e4m3); returns the packed view.
+F32Rows matmul_qdq_fp8(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s);
 /// Rows [r0, r1) of y = W x for all n tokens: y.row(t)[r] = W[r] . x[t]. With `q8` the Q8_1 rows
 /// of matmul_quantize (dot_q8_1.h order), else the exact decode + dot_f32. y[t][r] depends only on
 /// W[r] and x[t].
@@ -199,6 +203,13 @@ namespace ds4::cpu {
 // ---- window_store.cpp ----------------------------------------------------------------------
 /// ring.row(p % win) = kv.row(p - pos0) (D floats) for p in [max(pos0, pos0 + n - win), pos0 + n).
 void window_store(const F32Rows& kv, int64_t n, int64_t D, int64_t pos0, const F32Rows& ring, int64_t win);
+
+// ---- act_qdq.cpp (REF kernel.py act_quant / fp4_act_quant, model.py rotate_activation) ---------
+/// Rows [t0, t1) of x, each `heads` heads of D elements, in place: Fp8 (hadamard_fp4 false): FP8
+/// E4M3 QDQ of elements [0, len) of each head in blocks of `block`; hadamard_fp4: the normalized
+/// Hadamard transform of the head (len == D, a power of two), then FP4 E2M1 QDQ in blocks of `block`.
+void act_qdq_rows(const F32Rows& x, int64_t heads, int64_t D, bool hadamard_fp4, int64_t len, int64_t block,
+                  int64_t t0, int64_t t1);
 
 // ---- copy.cpp / add.cpp / scale.cpp / fill.cpp (element-wise; rows [t0, t1) of `cols`) -------
 /// dst.row(t)[i] = src.row(t)[i] as raw 4-byte elements (F32 or I32).

@@ -18,6 +18,7 @@
 #include "kernels/comm.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
+#include "kernels/quant/act_qdq.h"
 
 namespace ds4 {
 namespace {
@@ -206,6 +207,127 @@ TEST_P(Conformance, Matmul2EqualsTwoMatmuls) {
     d_->matmul(s(), W1, X, B1, act);
     EXPECT_EQ(get(A0), get(B0));
     EXPECT_EQ(get(A1), get(B1));
+  }
+}
+
+// FP8_QDQ (--activations fp8): for FP8/FP4 weight types the activations are FP8 E4M3 QDQ'd in
+// 1x128 blocks (act_qdq.h's scalar functions, tested in tests/quant/test_act_qdq.cpp), then the
+// F32 path: checked against a double dot with the QDQ'd activations; other types are the F32 bits.
+TEST_P(Conformance, MatmulFp8QdqQuantizesOnlyFp8Fp4Weights) {
+  const int64_t in = 512, n = 3;
+  std::vector<float> d0, d1;
+  const Tensor W0 = weight(GgmlType::MXFP4, randn(in * 40, 11), in, 40, &d0);
+  const Tensor W1 = weight(GgmlType::Q8_0, randn(in * 24, 12), in, 24, &d1);
+  std::vector<float> x = randn(static_cast<size_t>(in * n), 13, 3.0f);
+  x[5] = 0.0f;  // a block with a zero and a large value
+  x[7] = 700.0f;
+  const Tensor X = up(x, in, n);
+  ASSERT_TRUE(dev::is_fp8_fp4_weight(GgmlType::MXFP4));
+  ASSERT_FALSE(dev::is_fp8_fp4_weight(GgmlType::Q8_0));
+  std::vector<float> xq = x;
+  for (int64_t t = 0; t < n; ++t) quant::qdq_fp8_e4m3(xq.data() + t * in, in, 128);
+  ASSERT_NE(xq, x);  // the QDQ changes the activations
+  const Tensor A0 = zeros(40, n), A1 = zeros(24, n), F1 = zeros(24, n), B0 = zeros(40, n);
+  d_->matmul2(s(), W0, A0, W1, A1, X, dev::ActFormat::FP8_QDQ);
+  d_->matmul(s(), W0, X, B0, dev::ActFormat::FP8_QDQ);
+  d_->matmul(s(), W1, X, F1, dev::ActFormat::F32);
+  const std::vector<float> y0 = get(A0);
+  EXPECT_EQ(y0, get(B0));
+  EXPECT_EQ(get(A1), get(F1));  // Q8_0 weight: the unquantized F32 path, bit for bit
+  std::vector<double> ref(y0.size()), scale(y0.size()), ref_raw(y0.size());
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < 40; ++r) {
+      double sum = 0, mag = 0, raw = 0;
+      for (int64_t i = 0; i < in; ++i) {
+        sum += double(d0[r * in + i]) * xq[t * in + i];
+        raw += double(d0[r * in + i]) * x[t * in + i];
+        mag += std::fabs(double(d0[r * in + i]) * xq[t * in + i]);
+      }
+      ref[t * 40 + r] = sum;
+      ref_raw[t * 40 + r] = raw;
+      scale[t * 40 + r] = mag;
+    }
+  expect_close(y0, ref, scale, kDotTol, "matmul fp8_qdq");
+  double diff = 0;  // and the result is not the unquantized product
+  for (size_t i = 0; i < y0.size(); ++i) diff = std::max(diff, std::fabs(y0[i] - ref_raw[i]));
+  EXPECT_GT(diff, 1e-3);
+}
+
+// ---- act_qdq ------------------------------------------------------------------------------
+/// The normalized Walsh-Hadamard transform of v (Sylvester order: H[i][j] = (-1)^popcount(i & j)),
+/// in double.
+std::vector<double> hadamard_double(const float* v, int64_t n) {
+  std::vector<double> o(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = 0;
+    for (int64_t j = 0; j < n; ++j) acc += (__builtin_popcountll(uint64_t(i & j)) & 1 ? -1.0 : 1.0) * v[j];
+    o[size_t(i)] = acc / std::sqrt(double(n));
+  }
+  return o;
+}
+
+TEST_P(Conformance, ActQdqFp8AndHadamardFp4AgainstScalarAndDouble) {
+  // Flash shapes: KV head 512 with rope 64 (FP8 on the first 448 in 64-blocks); 4 indexer heads of
+  // 128 (Hadamard + FP4 in 32-blocks); a strided column view for the FP8 case.
+  const int64_t n = 5;
+  {
+    const int64_t D = 512, len = 448, heads = 2;
+    std::vector<float> x = randn(static_cast<size_t>(n * (heads * D + 64)), 21, 2.0f);
+    x[3] = 0.0f;
+    const Tensor X = up(x, heads * D + 64, n);
+    d_->act_qdq(s(), X.cols_view(64, 64 + heads * D), heads, dev::QdqMode::Fp8E4M3, len, 64);
+    const std::vector<float> y = get(X);
+    std::vector<float> want = x;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h) quant::qdq_fp8_e4m3(want.data() + t * (heads * D + 64) + 64 + h * D, len, 64);
+    EXPECT_EQ(y, want);
+    // Against double: each value within half an E4M3 step of its block's scaled grid.
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t b = 0; b < len; b += 64) {
+          const int64_t o = t * (heads * D + 64) + 64 + h * D + b;
+          double amax = 1e-4;
+          for (int64_t i = 0; i < 64; ++i) amax = std::max(amax, std::fabs(double(x[o + i])));
+          const double sc = std::exp2(std::ceil(std::log2(amax / 448)));
+          for (int64_t i = 0; i < 64; ++i)
+            ASSERT_LE(std::fabs(y[o + i] - double(x[o + i])), std::fabs(x[o + i]) / 16 + sc * 0x1p-10 + 1e-30)
+                << t << "," << h << "," << b + i;
+        }
+    for (int64_t t = 0; t < n; ++t)  // untouched: the leading columns and each head's rope dims
+      for (int64_t i = 0; i < heads * D + 64; ++i) {
+        const int64_t c = i - 64;
+        if (c < 0 || c % D >= len) ASSERT_EQ(y[t * (heads * D + 64) + i], x[t * (heads * D + 64) + i]);
+      }
+  }
+  {
+    const int64_t D = 128, heads = 4;
+    const std::vector<float> x = randn(static_cast<size_t>(n * heads * D), 22);
+    const Tensor X = up(x, heads * D, n);
+    d_->act_qdq(s(), X, heads, dev::QdqMode::HadamardFp4, D, 32);
+    const std::vector<float> y = get(X);
+    std::vector<float> want = x;
+    for (int64_t r = 0; r < n * heads; ++r) {
+      quant::hadamard_normalized(want.data() + r * D, D);
+      quant::qdq_fp4_e2m1(want.data() + r * D, D, 32);
+    }
+    EXPECT_EQ(y, want);
+    // Against double: the rotated value within one FP4 grid half-step (the scale s at the top
+    // of the range) of the double Hadamard, and on the grid {0, .5, 1, 1.5, 2, 3, 4, 6} * s.
+    for (int64_t r = 0; r < n * heads; ++r) {
+      const std::vector<double> hx = hadamard_double(x.data() + r * D, D);
+      for (int64_t b = 0; b < D; b += 32) {
+        double amax = 0;
+        for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(hx[size_t(b + i)]));
+        const double sc = std::exp2(std::ceil(std::log2(amax / 6)));
+        for (int64_t i = 0; i < 32; ++i) {
+          const double v = y[r * D + b + i];
+          ASSERT_LE(std::fabs(v - hx[size_t(b + i)]), sc * (1 + 1e-5)) << r << "," << b + i;
+          const double q = std::fabs(v) / sc;
+          const bool on_grid = q == 0 || q == 0.5 || q == 1 || q == 1.5 || q == 2 || q == 3 || q == 4 || q == 6;
+          ASSERT_TRUE(on_grid) << r << "," << b + i << " q " << q;
+        }
+      }
+    }
   }
 }
 
