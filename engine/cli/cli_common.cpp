@@ -20,6 +20,7 @@
 
 #include "ds4/file_io.h"
 #include "engine/model_config.h"
+#include "gguf/safetensors.h"
 #include "kernels/cpu/cpu_features.h"
 
 namespace ds4::cli {
@@ -74,6 +75,12 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   // A safetensors checkpoint folder is opened (and validated) by the checkpoint reader; every other
   // model path must be a regular file (a FIFO or device would block or read forever).
   if (!std::filesystem::is_directory(a.model, ec)) DS4_TRY_VOID(check_regular_file(a.model, "-m/--model"));
+  if (acts == Activations::Fp8 && !gguf::is_safetensors_path(a.model))
+    std::fprintf(stderr,
+                 "%s: note: --activations fp8 reproduces DeepSeek's QAT numerics on an official safetensors checkpoint; "
+                 "on a GGUF only its MXFP4/FP8 weights and the KV/indexer get the QDQ (its F32/Q8_0 dense weights "
+                 "were dequantized or requantized), so the logits are not the reference's qat logits\n",
+                 command);
   if (!a.n_gpu_layers.empty())
     std::fprintf(stderr,
                  "%s: note: -ngl/--n-gpu-layers %s is not used: this runtime runs every layer on each --tp device "
