@@ -264,7 +264,11 @@ class ViewBuilder {
     const GgmlType ty = t.dtype == StDtype::F32 ? GgmlType::F32 : t.dtype == StDtype::BF16 ? GgmlType::BF16
                         : t.dtype == StDtype::F16 ? GgmlType::F16 : GgmlType::I8;
     const std::vector<int64_t> shape = flt && t.shape.size() <= 4 ? t.shape : std::vector<int64_t>{int64_t(t.nbytes)};
-    TensorInfo i = info(llama, flt && t.shape.size() <= 4 ? ty : GgmlType::I8, shape);
+    add_in_place(t, info(llama, flt && t.shape.size() <= 4 ? ty : GgmlType::I8, shape));
+  }
+
+  /// Binds `i` to `t`'s bytes where they lie in the mmap (no copy): shard, offsets, data.
+  void add_in_place(const StTensor& t, TensorInfo i) {
     i.shard = t.shard;
     i.file_offset = t.file_offset;
     i.offset = t.file_offset - 8 - ck_->shards()[size_t(t.shard)].header_size;
@@ -280,13 +284,7 @@ class ViewBuilder {
     switch (t.dtype) {
       case StDtype::F32: case StDtype::BF16: case StDtype::F16: {
         const GgmlType ty = t.dtype == StDtype::F32 ? GgmlType::F32 : t.dtype == StDtype::BF16 ? GgmlType::BF16 : GgmlType::F16;
-        TensorInfo i = info(llama, ty, t.shape);
-        i.shard = t.shard;
-        i.file_offset = t.file_offset;
-        i.offset = t.file_offset - 8 - ck_->shards()[size_t(t.shard)].header_size;
-        i.data = t.data;
-        st_.in_place_bytes += t.nbytes;
-        out_.push_back(std::move(i));
+        add_in_place(t, info(llama, ty, t.shape));
         return ok();
       }
       case StDtype::F8_E4M3: return add_fp8(t, base, llama);

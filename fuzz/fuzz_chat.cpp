@@ -8,26 +8,15 @@
 #include <vector>
 
 #include "engine/chat_format.h"
-#include "engine/tiny_vocab.h"
-#include "engine/tokenizer.h"
+#include "fuzz/fuzz_tiny_tokenizer.h"
 
-namespace {
-std::shared_ptr<const ds4::Tokenizer> g_tok;
-}  // namespace
-
-// The vocabulary is learned once, before fuzzing starts (a few seconds under ASan; not charged to
-// the per-input timeout).
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  auto v = ds4::build_tiny_vocab(512);
-  if (!v) __builtin_trap();
-  auto t = ds4::Tokenizer::create(std::move(v).value(), "tiny");
-  if (!t) __builtin_trap();
-  g_tok = t.value();
+  ds4::fuzz::init_tiny_tokenizer();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::shared_ptr<const ds4::Tokenizer>& tok = g_tok;
+  const std::shared_ptr<const ds4::Tokenizer>& tok = ds4::fuzz::tiny_tokenizer();
   if (size < 1) return 0;
   static const char* roles[] = {"system", "user", "assistant", "tool", ""};
   std::vector<std::string> fields;

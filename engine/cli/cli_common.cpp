@@ -254,6 +254,12 @@ Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path)
   return tok;
 }
 
+Result<TextModel> load_text_model(const ModelArgs& a, const char* command) {
+  DS4_TRY(std::shared_ptr<Model> m, load_model(a, command));
+  DS4_TRY(const Tokenizer* tok, text_tokenizer(*m, a.model));
+  return TextModel{std::move(m), tok};
+}
+
 Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, int64_t pos0,
                                  const std::string& model_path) {
   for (size_t i = 0; i < logits.size(); ++i)

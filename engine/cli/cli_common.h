@@ -103,6 +103,14 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
 /// the model's vocab_size.
 Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path);
 
+/// A loaded model with the tokenizer text commands need (`run`, `chat`, `perplexity`):
+/// load_model then text_tokenizer; the first error of either.
+struct TextModel {
+  std::shared_ptr<Model> model;
+  const Tokenizer* tokenizer = nullptr;  // owned by `model`
+};
+Result<TextModel> load_text_model(const ModelArgs& a, const char* command);
+
 /// Error unless every value of `logits` (rows of the model's vocabulary, the first at position
 /// `pos0`) is finite. The message names the position and points at `inspect --validate`: a NaN or
 /// Inf logit means broken weights or metadata, and sampling from it would print garbage.

@@ -78,12 +78,10 @@ int run() {
     return fail(cmd, "-n/--n-predict: expected >= 1 or -1 (until end-of-sequence), found " + std::to_string(args.n_predict));
   if (args.n_predict == 0) return fail(cmd, "-n/--n-predict: expected >= 1 or -1 (a reply needs a token), found 0");
   if (auto v = validate(args.sampling); !v) return fail(cmd, v.error().message);
-  auto model = load_model(args.model, cmd);
-  if (!model) return fail(cmd, model.error().message);
-  std::shared_ptr<Model> m = model.value();
-  auto tk = text_tokenizer(*m, args.model.model);
-  if (!tk) return fail(cmd, tk.error().message);
-  const Tokenizer* tok = tk.value();
+  auto loaded = load_text_model(args.model, cmd);
+  if (!loaded) return fail(cmd, loaded.error().message);
+  std::shared_ptr<Model> m = loaded.value().model;
+  const Tokenizer* tok = loaded.value().tokenizer;
   if (tok->eos_id() < 0) return fail(cmd, args.model.model + ": the tokenizer has no end-of-sequence token to end a reply");
   for (std::string_view marker : {chat_tokens::kUser, chat_tokens::kAssistant, chat_tokens::kThinkEnd})
     if (tok->find_token(marker) < 0)

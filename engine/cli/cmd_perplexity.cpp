@@ -37,12 +37,10 @@ int run() {
   if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
   auto text = read_text_file(args.file, "-f/--file", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
-  auto model = load_model(args.model, cmd);
-  if (!model) return fail(cmd, model.error().message);
-  std::shared_ptr<Model> m = model.value();
-  auto tk = text_tokenizer(*m, args.model.model);
-  if (!tk) return fail(cmd, tk.error().message);
-  const Tokenizer* tok = tk.value();
+  auto loaded = load_text_model(args.model, cmd);
+  if (!loaded) return fail(cmd, loaded.error().message);
+  std::shared_ptr<Model> m = loaded.value().model;
+  const Tokenizer* tok = loaded.value().tokenizer;
   const int64_t vocab = m->config().vocab, n_ctx = m->config().n_ctx;
   const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(512, n_ctx);
   if (ctx > n_ctx)

@@ -168,12 +168,10 @@ int run() {
                          std::to_string(args.n_predict));
   if (auto c = check_output_not_input(args.plan_report, "--plan-report", {args.model.model, args.model.plan}); !c)
     return fail(cmd, c.error().message);
-  auto model = load_model(args.model, cmd);
-  if (!model) return fail(cmd, model.error().message);
-  std::shared_ptr<Model> m = model.value();
-  auto tk = text_tokenizer(*m, args.model.model);
-  if (!tk) return fail(cmd, tk.error().message);
-  const Tokenizer* tok = tk.value();
+  auto loaded = load_text_model(args.model, cmd);
+  if (!loaded) return fail(cmd, loaded.error().message);
+  std::shared_ptr<Model> m = loaded.value().model;
+  const Tokenizer* tok = loaded.value().tokenizer;
   const int64_t vocab = m->config().vocab;
 
   std::vector<int32_t> prompt;
