@@ -35,7 +35,7 @@ CLI::App* setup(CLI::App& app) {
                 "Host memory for prefix-cache state snapshots in MiB (0 = no prefix cache)")
       ->capture_default_str();
   s->add_option("--prefix-cache-block", o.prefix_cache_block,
-                "Prefix-cache snapshot interval in tokens (a prompt reuses the longest cached multiple)")
+                "Prefix-cache block in tokens: prefill snapshots at 1, 2, 4, ... blocks and the prompt's last block multiple")
       ->capture_default_str();
   s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");

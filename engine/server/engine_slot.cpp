@@ -61,10 +61,14 @@ Result<bool> Slot::prepare(int prefill_chunk, std::span<const int32_t>* tokens) 
 std::optional<int32_t> Slot::complete(size_t n_fed) {
   const bool prefill = fed_ < prompt_.size();
   if (prefill) fed_ += n_fed;
-  if (use_cache_ && n_fed > 0) {
-    const size_t pos = size_t(session_->position());
-    if (pos % size_t(cache_->block()) == 0 && pos <= history_.size()) {
-      auto key = std::span<const int32_t>(history_.data(), pos);
+  // Snapshots during prefill at block multiples k * block with k a power of two (shared system
+  // prompts; a snapshot copies the whole state so far, so this bounds the copying to ~2x the prompt's
+  // state) and at the prompt's last block multiple (the next turn of a conversation starts with
+  // this prompt). None during decode: the next turn re-tokenizes the reply from text.
+  if (use_cache_ && prefill && n_fed > 0) {
+    const size_t pos = fed_, b = size_t(cache_->block()), k = pos / b;
+    if (pos % b == 0 && k > 0 && ((k & (k - 1)) == 0 || pos == prompt_.size() / b * b)) {
+      auto key = std::span<const int32_t>(prompt_.data(), pos);
       if (!cache_->contains(key)) cache_->insert(key, session_->save_state());
     }
   }

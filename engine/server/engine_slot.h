@@ -42,8 +42,9 @@ class Slot {
   ~Slot();
   /// Resets the sequence and queues `prompt` (non-empty ids < vocab) for prefill. With
   /// `use_cache` and the engine's prefix cache enabled, the longest cached block-multiple prefix
-  /// shorter than the prompt is restored instead of prefilled, and block-multiple states reached
-  /// later are stored. Returns the number of prompt tokens taken from the cache.
+  /// shorter than the prompt is restored instead of prefilled, and prefill states are stored at
+  /// block multiples k * block with k a power of two and at the prompt's last block multiple.
+  /// Returns the number of prompt tokens taken from the cache.
   size_t start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache);
   /// Bytes of this slot's sequence state.
   uint64_t state_bytes() const;
