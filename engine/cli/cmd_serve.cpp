@@ -32,6 +32,12 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
       ->capture_default_str();
   s->add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens prefilled per scheduler step")->capture_default_str();
+  s->add_option("--prefix-cache-mib", o.prefix_cache_mib,
+                "Host memory for prefix-cache state snapshots in MiB (0 = no prefix cache)")
+      ->capture_default_str();
+  s->add_option("--prefix-cache-block", o.prefix_cache_block,
+                "Prefix-cache block in tokens: prefill snapshots at 1, 2, 4, ... blocks and the prompt's last block multiple")
+      ->capture_default_str();
   s_api_key = s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
   s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
@@ -47,6 +53,8 @@ int run() {
   if (o.n_slots < 1 || o.n_slots > 256) return fail(cmd, "-np/--np: expected 1 to 256 slots, found " + std::to_string(o.n_slots));
   if (o.max_queue < 0 || o.max_queue > 4096) return fail(cmd, "--queue: expected 0 to 4096, found " + std::to_string(o.max_queue));
   if (o.prefill_chunk < 1) return fail(cmd, "--prefill-chunk: expected 1 or more, found " + std::to_string(o.prefill_chunk));
+  if (o.prefix_cache_mib > (1u << 20)) return fail(cmd, "--prefix-cache-mib: expected 0 to 1048576, found " + std::to_string(o.prefix_cache_mib));
+  if (o.prefix_cache_block < 1) return fail(cmd, "--prefix-cache-block: expected 1 or more tokens, found " + std::to_string(o.prefix_cache_block));
   if (o.port < 0 || o.port > 65535) return fail(cmd, "--port: expected 0 to 65535, found " + std::to_string(o.port));
   if (o.ctx == 0) o.ctx = args.model.ctx_size;
   if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));

@@ -1,8 +1,5 @@
 // engine/server/engine_slot.cpp — the adapter: every call the server makes into the engine
 // (Model, Session, Tokenizer, Sampler) is in this file.
-//
-// TODO(issue 14): replace the per-slot Session::eval with the batch API (one forward call for all
-// active slots per scheduler step) and add state save/restore for the prefix cache.
 #include "engine/server/engine_slot.h"
 
 #include <cstdio>
@@ -16,7 +13,7 @@ namespace ds4::server {
 
 Slot::~Slot() = default;
 
-void Slot::start(std::vector<int32_t> prompt, const Sampling& s) {
+size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache) {
   session_->reset();
   SamplerParams p;
   p.temperature = s.temperature;
@@ -31,28 +28,117 @@ void Slot::start(std::vector<int32_t> prompt, const Sampling& s) {
   fed_ = 0;
   scripted_ = 0;
   have_last_ = false;
+  use_cache_ = use_cache && cache_ != nullptr;
+  if (!use_cache_ || prompt_.size() < 2) return 0;
+  // At least the last prompt token is fed, for its logits.
+  size_t len = 0;
+  auto blob = cache_->lookup(prompt_, prompt_.size() - 1, &len);
+  if (!blob) return 0;
+  if (!session_->restore_state(*blob)) {  // cannot happen for blobs of this model's sessions
+    session_->reset();
+    return 0;
+  }
+  fed_ = len;
+  return len;
 }
 
-Result<std::optional<int32_t>> Slot::step(int prefill_chunk) {
+Result<bool> Slot::prepare(int prefill_chunk, std::span<const int32_t>* tokens) {
   if (fed_ < prompt_.size()) {
-    const size_t n = std::min(prompt_.size() - fed_, size_t(std::max(1, prefill_chunk)));
-    if (auto r = session_->eval(std::span<const int32_t>(prompt_.data() + fed_, n), nullptr, &logits_); !r)
-      return r.error();
-    fed_ += n;
-    if (fed_ < prompt_.size()) return std::optional<int32_t>{};
-  } else {
-    if (!have_last_) return Error{"internal: slot stepped without a prompt"};
-    if (!script_)
-      if (auto r = session_->eval(std::span<const int32_t>(&last_, 1), nullptr, &logits_); !r) return r.error();
+    size_t n = std::min(prompt_.size() - fed_, size_t(std::max(1, prefill_chunk)));
+    if (use_cache_) {  // end the chunk at the next block boundary, where a snapshot is taken
+      const size_t b = size_t(cache_->block()), next = (fed_ / b + 1) * b;
+      n = std::min(n, next - fed_);
+    }
+    *tokens = std::span<const int32_t>(prompt_.data() + fed_, n);
+    return true;
   }
+  if (!have_last_) return Error{"internal: slot stepped without a prompt"};
+  if (script_) return false;
+  *tokens = std::span<const int32_t>(&last_, 1);
+  return true;
+}
+
+std::optional<int32_t> Slot::complete(size_t n_fed) {
+  const bool prefill = fed_ < prompt_.size();
+  if (prefill) fed_ += n_fed;
+  // Snapshots during prefill at block multiples k * block with k a power of two (shared system
+  // prompts; a snapshot copies the whole state so far, so this bounds the copying to ~2x the prompt's
+  // state) and at the prompt's last block multiple (the next turn of a conversation starts with
+  // this prompt). None during decode: the next turn re-tokenizes the reply from text.
+  if (use_cache_ && prefill && n_fed > 0) {
+    const size_t pos = fed_, b = size_t(cache_->block()), k = pos / b;
+    if (pos % b == 0 && k > 0 && ((k & (k - 1)) == 0 || pos == prompt_.size() / b * b)) {
+      auto key = std::span<const int32_t>(prompt_.data(), pos);
+      if (!cache_->contains(key)) cache_->insert(key, session_->save_state());
+    }
+  }
+  if (prefill && fed_ < prompt_.size()) return std::nullopt;
   if (script_)
     last_ = scripted_ < script_->size() ? (*script_)[scripted_++] : tok_eos_;
   else
     last_ = sampler_->sample(logits_, history_);
   have_last_ = true;
   history_.push_back(last_);
-  return std::optional<int32_t>{last_};
+  return last_;
 }
+
+int64_t Slot::position() const { return session_->position(); }
+
+std::vector<Result<std::optional<int32_t>>> Engine::step(std::span<Slot* const> slots, int prefill_chunk) const {
+  std::vector<Result<std::optional<int32_t>>> out;
+  out.reserve(slots.size());
+  std::vector<std::span<const int32_t>> work(slots.size());
+  std::vector<int> state(slots.size(), 0);  // 0 = eval, 1 = no eval needed, 2 = error
+  std::vector<BatchItem> items;
+  std::vector<Error> errors(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    auto r = slots[i]->prepare(prefill_chunk, &work[i]);
+    if (!r) {
+      state[i] = 2;
+      errors[i] = r.error();
+    } else if (!r.value()) {
+      state[i] = 1;
+    } else {
+      items.push_back(BatchItem{slots[i]->session_.get(), work[i], nullptr, &slots[i]->logits_});
+    }
+  }
+  if (!items.empty()) {
+    std::vector<int64_t> pos0;
+    for (const auto& it : items) pos0.push_back(it.session->position());
+    if (auto r = eval_batch(items); !r) {
+      // Rejected before the pass (nothing fed): run each slot alone so only the bad one fails.
+      // Fed partly (an error inside the pass): every slot of the batch fails.
+      bool untouched = true;
+      for (size_t k = 0; k < items.size(); ++k) untouched = untouched && items[k].session->position() == pos0[k];
+      for (size_t i = 0, k = 0; i < slots.size(); ++i) {
+        if (state[i] != 0) continue;
+        const BatchItem& it = items[k++];
+        if (!untouched) {
+          state[i] = 2;
+          errors[i] = r.error();
+          continue;
+        }
+        if (auto r1 = it.session->eval(it.tokens, nullptr, it.logits_last); !r1) {
+          state[i] = 2;
+          errors[i] = r1.error();
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (state[i] == 2)
+      out.emplace_back(errors[i]);
+    else
+      out.emplace_back(slots[i]->complete(state[i] == 0 ? work[i].size() : 0));
+  }
+  return out;
+}
+
+void Engine::enable_prefix_cache(uint64_t max_bytes, int block) {
+  cache_ = std::make_unique<PrefixCache>(max_bytes, block);
+}
+
+PrefixCacheStats Engine::prefix_cache_stats() const { return cache_ ? cache_->stats() : PrefixCacheStats{}; }
 
 uint64_t Slot::state_bytes() const { return session_->state_bytes(); }
 
@@ -97,11 +183,14 @@ Result<void> Engine::check(const Sampling& s) const {
 }
 
 Result<std::unique_ptr<Slot>> Engine::new_slot() const {
-  auto s = Session::create(model_);
+  SessionOptions so;
+  so.capacity = n_ctx_;
+  auto s = Session::create(model_, so);
   if (!s) return s.error();
   std::unique_ptr<Slot> slot(new Slot());
   slot->session_ = std::move(s).value();
   if (scripted_) slot->script_ = &script_;
+  slot->cache_ = cache_.get();
   slot->tok_eos_ = tok_->eos_id();
   return slot;
 }

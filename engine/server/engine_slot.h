@@ -1,7 +1,8 @@
 // engine/server/engine_slot.h — the server's only door into the engine: a loaded model with its
 // tokenizer (Engine) and one sequence slot each (Slot), through the public Session, Tokenizer and
-// Sampler API. Everything else in engine/server works on token ids and text, so when the batched
-// forward pass lands (one eval for all slots per step) only engine_slot.cpp changes.
+// Sampler API. Engine::step runs the next unit of work of several slots in one eval_batch call
+// (continuous batching; each slot's logits are those of running it alone). Everything else in
+// engine/server works on token ids and text.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "engine/server/prefix_cache.h"
 
 namespace ds4 {
 class Model;
@@ -33,25 +35,37 @@ struct Sampling {
   uint64_t seed = 0;
 };
 
-/// One sequence: its own Session (state, position) and sampler. Not thread-safe.
+/// One sequence: its own Session (state, position) and sampler. Not thread-safe; stepped through
+/// Engine::step.
 class Slot {
  public:
   ~Slot();
-  /// Resets the sequence and queues `prompt` (non-empty ids < vocab) for prefill.
-  void start(std::vector<int32_t> prompt, const Sampling& s);
-  /// One unit of work: a prefill chunk of up to `prefill_chunk` prompt tokens, or (prompt done)
-  /// one decode step. Returns the next sampled token once the whole prompt has been fed (the
-  /// first after the last prefill chunk), else nullopt. The previously returned token is fed
-  /// before the next is sampled. Errors: the engine's eval errors (e.g. context exceeded).
-  Result<std::optional<int32_t>> step(int prefill_chunk);
+  /// Resets the sequence and queues `prompt` (non-empty ids < vocab) for prefill. With
+  /// `use_cache` and the engine's prefix cache enabled, the longest cached block-multiple prefix
+  /// shorter than the prompt is restored instead of prefilled, and prefill states are stored at
+  /// block multiples k * block with k a power of two and at the prompt's last block multiple.
+  /// Returns the number of prompt tokens taken from the cache.
+  size_t start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache);
   /// Bytes of this slot's sequence state.
   uint64_t state_bytes() const;
+  /// Current position (tokens fed).
+  int64_t position() const;
+  /// Logits [vocab] of the last evaluated position (for tests).
+  const std::vector<float>& last_logits() const { return logits_; }
 
  private:
   friend class Engine;
   Slot() = default;
+  // The next unit of work (a prefill chunk of up to `prefill_chunk` tokens, cut at the next cache
+  // block boundary; or one decode token). False when no eval is needed (scripted decode).
+  Result<bool> prepare(int prefill_chunk, std::span<const int32_t>* tokens);
+  // After the eval of prepare()'s tokens: stores a snapshot at a block boundary, samples.
+  std::optional<int32_t> complete(size_t n_fed);
+
   std::unique_ptr<Session> session_;
   std::unique_ptr<Sampler> sampler_;
+  PrefixCache* cache_ = nullptr;  // Engine's, or null
+  bool use_cache_ = false;
   std::vector<int32_t> prompt_;
   std::vector<int32_t> history_;
   std::vector<float> logits_;
@@ -83,8 +97,18 @@ class Engine {
   std::string detokenize(std::span<const int32_t> ids) const;
   /// Checks the ranges of `s` (the Error names the parameter, range and value).
   Result<void> check(const Sampling& s) const;
-  /// A new slot with its own Session. Errors: Session::create errors.
+  /// A new slot with its own Session of capacity n_ctx(). Errors: Session::create errors.
   Result<std::unique_ptr<Slot>> new_slot() const;
+  /// One scheduler step: the next unit of work of every slot in `slots` (distinct; each started)
+  /// in one eval_batch call. Per slot, in order: the sampled token once its prompt is fully fed
+  /// (then one per step), nullopt while prefilling, or the slot's error (a rejected batch is
+  /// retried slot by slot, so one bad slot does not fail the others).
+  std::vector<Result<std::optional<int32_t>>> step(std::span<Slot* const> slots, int prefill_chunk) const;
+  /// Turns the prefix cache on for slots created afterwards: `max_bytes` of snapshots at
+  /// multiples of `block` tokens. Call before new_slot().
+  void enable_prefix_cache(uint64_t max_bytes, int block);
+  /// The prefix cache's counters (zeros when off).
+  PrefixCacheStats prefix_cache_stats() const;
   /// Model summary for the startup line: "N layers, vocab V, weights X MiB".
   std::string describe() const;
   /// Diagnostics (DS4_SERVE_SCRIPTED_OUTPUT): slots created afterwards still prefill the prompt
@@ -99,6 +123,7 @@ class Engine {
   int64_t n_ctx_ = 0;
   std::vector<int32_t> script_;
   bool scripted_ = false;
+  std::unique_ptr<PrefixCache> cache_;
 };
 
 }  // namespace ds4::server

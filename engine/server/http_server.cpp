@@ -113,6 +113,11 @@ class Pump {
   Finish finish() const { return finish_; }
   const std::string& error() const { return error_; }
   int64_t completion_tokens() const { return int64_t(consumed_); }
+  /// Prompt tokens the scheduler restored from the prefix cache.
+  int64_t cached_tokens() const {
+    std::lock_guard lk(job_->mu);
+    return job_->cached_tokens;
+  }
   /// Tokens generated while the output was still reasoning (the token that closes it included).
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
@@ -141,15 +146,17 @@ class Pump {
   std::string error_;
 };
 
-// No prefix cache yet: every prompt token is a cache miss.
+// Cached = prompt tokens restored from the prefix cache (DeepSeek's hit/miss names, OpenAI's
+// prompt_tokens_details.cached_tokens).
 Json usage_json(int64_t prompt, const Pump& p) {
+  const int64_t cached = p.cached_tokens();
   return Json{{"prompt_tokens", prompt},
               {"completion_tokens", p.completion_tokens()},
               {"total_tokens", prompt + p.completion_tokens()},
-              {"prompt_tokens_details", {{"cached_tokens", 0}}},
+              {"prompt_tokens_details", {{"cached_tokens", cached}}},
               {"completion_tokens_details", {{"reasoning_tokens", p.reasoning_tokens()}}},
-              {"prompt_cache_hit_tokens", 0},
-              {"prompt_cache_miss_tokens", prompt}};
+              {"prompt_cache_hit_tokens", cached},
+              {"prompt_cache_miss_tokens", prompt - cached}};
 }
 
 // A prepared request: tokens, limits checked, job built.
@@ -209,6 +216,7 @@ std::optional<ApiError> prepare(State& st, const httplib::Request& http, bool ch
   p.job->prompt = std::move(prompt);
   p.job->sampling = r.sampling;
   p.job->max_tokens = max_tokens;
+  p.job->cache_prompt = r.cache_prompt;
   char id[48];
   std::snprintf(id, sizeof id, "%s-%llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)st.next_id++);
   p.id = id;
@@ -381,6 +389,20 @@ std::string metrics_text(State& st) {
   metric("ds4_generation_seconds_total", "counter", "Seconds spent in decode steps.", s.generation_seconds);
   metric("ds4_generation_tokens_per_second", "gauge", "Generated tokens per second of decode time (average).",
          s.generation_seconds > 0 ? double(s.generated_tokens) / s.generation_seconds : 0.0);
+  metric("ds4_batch_steps_total", "counter", "Batched forward passes (one per scheduler step).", double(s.steps));
+  metric("ds4_batch_sequences_total", "counter", "Sequences over all batched passes (divide by steps: mean batch).",
+         double(s.batched_sequences));
+  const PrefixCacheStats pc = st.engine->prefix_cache_stats();
+  metric("ds4_prefix_cache_lookups_total", "counter", "Prefix-cache lookups (requests with cache_prompt).",
+         double(pc.lookups));
+  metric("ds4_prefix_cache_hits_total", "counter", "Prefix-cache lookups that restored a snapshot.", double(pc.hits));
+  metric("ds4_prefix_cache_hit_tokens_total", "counter", "Prompt tokens restored instead of prefilled.",
+         double(pc.hit_tokens));
+  metric("ds4_prefix_cache_entries", "gauge", "Snapshots held.", double(pc.entries));
+  metric("ds4_prefix_cache_bytes", "gauge", "Bytes of snapshots held.", double(pc.bytes));
+  metric("ds4_prefix_cache_max_bytes", "gauge", "Prefix-cache budget (--prefix-cache-mib).", double(pc.max_bytes));
+  metric("ds4_prefix_cache_evictions_total", "counter", "Snapshots evicted (least recently used).",
+         double(pc.evictions));
   metric("ds4_sequence_state_bytes", "gauge", "Bytes of sequence state held by all slots.", double(s.state_bytes));
   return o;
 }
@@ -439,6 +461,7 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   auto eng = Engine::create(std::move(model), opts.ctx);
   if (!eng) return eng.error();
   st->engine = std::move(eng).value();
+  if (opts.prefix_cache_mib > 0) st->engine->enable_prefix_cache(opts.prefix_cache_mib << 20, opts.prefix_cache_block);
   if (!opts.scripted_output.empty()) {
     st->engine->set_scripted_output(opts.scripted_output);
     std::fprintf(stderr, "serve: DS4_SERVE_SCRIPTED_OUTPUT is set: every reply is that text (diagnostics)\n");

@@ -24,6 +24,8 @@ struct ServeOptions {
   int max_queue = 16;          // requests waiting beyond the slots; more get 503
   int prefill_chunk = 256;     // prompt tokens fed per scheduler step
   int64_t ctx = 0;             // served context in tokens (0 = the model's)
+  uint64_t prefix_cache_mib = 256;  // prefix-cache budget in MiB (0 = off)
+  int prefix_cache_block = 64;      // prefix-cache snapshots every this many tokens
   std::string api_key;         // "" = none
   std::string model_alias;     // name in /v1/models and responses ("" = the file name)
   size_t max_body_bytes = 8u << 20;

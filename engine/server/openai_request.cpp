@@ -65,8 +65,10 @@ std::optional<ApiError> parse_common(const Json& b, const RequestLimits& lim, Ge
     return wrong_type("model", "a string", b["model"]);
   if (b.contains("user") && !b["user"].is_null() && !b["user"].is_string())
     return wrong_type("user", "a string", b["user"]);
-  if (b.contains("cache_prompt") && !b["cache_prompt"].is_boolean())
-    return wrong_type("cache_prompt", "a boolean", b["cache_prompt"]);
+  if (b.contains("cache_prompt")) {
+    if (!b["cache_prompt"].is_boolean()) return wrong_type("cache_prompt", "a boolean", b["cache_prompt"]);
+    r.cache_prompt = b["cache_prompt"].get<bool>();
+  }
   if (b.contains("stream") && !b["stream"].is_null()) {
     if (!b["stream"].is_boolean()) return wrong_type("stream", "a boolean", b["stream"]);
     r.stream = b["stream"].get<bool>();

@@ -6,8 +6,8 @@
 // api-docs.deepseek.com thinking-mode guide); `chat_template_kwargs` ({thinking | enable_thinking:
 // bool, reasoning_effort}) as vLLM/SGLang accept it; `top_k`, `min_p`, `cache_prompt` as
 // llama.cpp's server accepts them. Every other field is refused by name (400): nothing is silently
-// ignored. Accepted but without effect: `model` (any name), `user`, `cache_prompt` (no prefix cache
-// yet, so every request already bypasses it), `parallel_tool_calls: true`, `tool_choice: "auto"`.
+// ignored. Accepted but without effect: `model` (any name), `user`, `parallel_tool_calls: true`,
+// `tool_choice: "auto"`. `cache_prompt: false` bypasses the prefix cache for the request.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,7 @@ struct GenerationRequest {
   Sampling sampling;
   bool seed_given = false;
   std::vector<std::string> stop;
+  bool cache_prompt = true;  // false: bypass the prefix cache (llama.cpp's field)
 };
 
 /// Parses a chat-completions body. Errors name the field (`param`) and what was expected/found.

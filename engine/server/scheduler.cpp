@@ -1,6 +1,8 @@
 // engine/server/scheduler.cpp — see scheduler.h.
 #include "engine/server/scheduler.h"
 
+#include <vector>
+
 namespace ds4::server {
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const Engine& engine, int n_slots, int max_queue,
@@ -16,7 +18,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Engine& engine, int n
     auto slot = engine.new_slot();
     if (!slot) return Error{"slot " + std::to_string(i) + ": " + slot.error().message};
     s->stats_.state_bytes += slot.value()->state_bytes();
-    s->slots_.push_back(Active{std::move(slot).value(), nullptr, false});
+    s->slots_.push_back(Active{std::move(slot).value(), nullptr, false, 0});
   }
   s->stats_.slots = n_slots;
   s->thread_ = std::thread([p = s.get()] { p->loop(); });
@@ -103,7 +105,11 @@ void Scheduler::loop() {
         if (a.job || queue_.empty()) continue;
         a.job = queue_.front();
         queue_.pop_front();
-        a.slot->start(a.job->prompt, a.job->sampling);
+        a.cached = a.slot->start(a.job->prompt, a.job->sampling, a.job->cache_prompt);
+        {
+          std::lock_guard jl(a.job->mu);
+          a.job->cached_tokens = int64_t(a.cached);
+        }
         a.prefilling = true;
       }
       bool any = false;
@@ -113,24 +119,42 @@ void Scheduler::loop() {
         continue;
       }
     }
-    // One round: every active slot one unit of work (slots are touched only by this thread).
+    // One step: every active slot's next unit of work (a prefill chunk or one decode token) in
+    // one batched forward pass (slots are touched only by this thread).
+    std::vector<Active*> act;
+    std::vector<Slot*> batch;
+    bool any_prefill = false;
     for (auto& a : slots_) {
       if (!a.job) continue;
       if (a.job->cancel.load()) {
         end(a, Finish::Cancelled, "");
         continue;
       }
-      const auto t0 = clock::now();
-      auto r = a.slot->step(prefill_chunk_);
-      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      act.push_back(&a);
+      batch.push_back(a.slot.get());
+      any_prefill = any_prefill || a.prefilling;
+    }
+    if (act.empty()) continue;
+    const auto t0 = clock::now();
+    auto results = engine_->step(batch, prefill_chunk_);
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    {
+      std::lock_guard lk(mu_);
+      // A step with any prefill in it counts as prefill time (the pass is shared).
+      (any_prefill ? stats_.prompt_seconds : stats_.generation_seconds) += dt;
+      ++stats_.steps;
+      stats_.batched_sequences += act.size();
+    }
+    for (size_t i = 0; i < act.size(); ++i) {
+      Active& a = *act[i];
+      auto& r = results[i];
       if (!r) {
         end(a, Finish::Error, r.error().message);
         continue;
       }
-      {
+      if (a.prefilling && r->has_value()) {
         std::lock_guard lk(mu_);
-        (a.prefilling ? stats_.prompt_seconds : stats_.generation_seconds) += dt;
-        if (a.prefilling && r->has_value()) stats_.prompt_tokens += a.job->prompt.size();
+        stats_.prompt_tokens += a.job->prompt.size() - a.cached;
       }
       if (!r->has_value()) continue;  // more prefill to do
       const int32_t tok = **r;

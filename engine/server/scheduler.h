@@ -1,7 +1,7 @@
 // engine/server/scheduler.h — the slot scheduler: -np slots, each with its own sequence, served by
-// one thread that gives every active slot one unit of work per round (a prefill chunk or one decode
-// step), round-robin; requests join and leave between steps (the shape of continuous batching:
-// the batched forward pass of issue 14 will replace the per-slot steps with one call). Requests
+// one thread that runs every active slot's next unit of work (a prefill chunk or one decode token)
+// in one batched forward pass per step (continuous batching: requests join and leave between
+// steps; a long prompt is fed in chunks so it does not stall the others' decoding). Requests
 // beyond the slots wait in a bounded FIFO queue; beyond that they are refused (HTTP 503).
 #pragma once
 
@@ -29,11 +29,13 @@ struct Job {
   std::vector<int32_t> prompt;  // non-empty
   Sampling sampling;
   int64_t max_tokens = 1;  // >= 1
+  bool cache_prompt = true;  // use the prefix cache (when the server has one)
 
   // Output, guarded by mu; the handler waits on cv.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int32_t> tokens;  // generated ids (EOS not included)
+  int64_t cached_tokens = 0;    // prompt tokens restored from the prefix cache (set at join)
   Finish finish = Finish::None;
   std::string error;
   /// Set by the handler (client gone, stop string found): the slot is freed at the next step.
@@ -48,6 +50,7 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   double prompt_seconds = 0, generation_seconds = 0;
   uint64_t state_bytes = 0;
+  uint64_t steps = 0, batched_sequences = 0;  // forward passes, and sequences over all of them
 };
 
 /// The scheduler thread and its slots.
@@ -69,6 +72,7 @@ class Scheduler {
     std::unique_ptr<Slot> slot;
     std::shared_ptr<Job> job;
     bool prefilling = false;
+    size_t cached = 0;  // prompt tokens restored from the prefix cache
   };
   Scheduler() = default;
   void loop();

@@ -3,7 +3,9 @@
 client: a tiny random-weight model (make-tiny) served on 127.0.0.1 on a free port.
 
 Checks: plain and streamed chat give the same text (chat and thinking mode), completions too;
-4 concurrent greedy requests equal the same requests served alone; stop strings across token
+8 concurrent greedy requests (one batched forward pass per step) equal the same requests served
+alone; a multi-turn conversation with the prefix cache on and off gives the same text, with cached
+tokens reported only when on; stop strings across token
 boundaries; seeded sampling repeats; a tools conversation is accepted; tokenize/detokenize round
 trip; every bad input gets its status (400/401/404/413/503); a client that disconnects frees its
 slot; SIGTERM stops the server cleanly. Bounded: a global alarm, the server is killed on exit.
@@ -77,7 +79,7 @@ def main():
     subprocess.run([a.exe, "make-tiny", "-o", model, "--experts", "q8_0", "--seed", "3"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     key = "test-key"
-    proc, port = start_server(a.exe, model, ["-np", "4", "--queue", "4", "--ctx", "1024", "--api-key", key,
+    proc, port = start_server(a.exe, model, ["-np", "8", "--queue", "4", "--ctx", "1024", "--prefix-cache-block", "16", "--api-key", key,
                                              "--model-alias", "tiny-test", "--max-messages", "64",
                                              "--max-body-bytes", "65536"])
     try:
@@ -187,27 +189,70 @@ def run_checks(port, key):
                  if c.choices)
     check(cp.choices[0].text == cs and len(cs) > 0, "completions: streamed text equals the plain text")
 
-    # --- 4 concurrent greedy requests equal the same served alone ---
-    prompts = ["Tell me about bread.", "Where is the river?", "Count to five.", "Name a color."]
-    lens = [30, 18, 26, 22]
+    # --- 8 concurrent greedy requests (batched together) equal the same served alone ---
+    # cache_prompt off: the second round must not restore the first round's prompts.
+    prompts = ["Tell me about bread.", "Where is the river?", "Count to five.", "Name a color.",
+               "A long story about a cat that walks along the river bank at night.", "Hi", "Why?",
+               "List three fruits and two vegetables, please."]
+    lens = [30, 18, 26, 22, 12, 28, 20, 16]
+    no_cache = dict(no_think, cache_prompt=False)
 
     def ask(i):
         r = client.chat.completions.create(model="tiny-test", messages=[{"role": "user", "content": prompts[i]}],
-                                           max_tokens=lens[i], temperature=0, extra_body=no_think)
+                                           max_tokens=lens[i], temperature=0, extra_body=no_cache)
         return r.choices[0].message.content
 
-    alone = [ask(i) for i in range(4)]
-    together = [None] * 4
+    alone = [ask(i) for i in range(8)]
+    together = [None] * 8
 
     def worker(i):
         together[i] = ask(i)
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    _, _, m0 = raw(port, "GET", "/metrics", None, auth)
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    check(together == alone, "4 concurrent greedy requests equal the same requests served alone")
+    _, _, m1 = raw(port, "GET", "/metrics", None, auth)
+
+    def metric(m, name):
+        v = re.search(r"^%s (\S+)$" % name, m.decode(), re.M)
+        return float(v.group(1)) if v else -1.0
+
+    steps = metric(m1, "ds4_batch_steps_total") - metric(m0, "ds4_batch_steps_total")
+    seqs = metric(m1, "ds4_batch_sequences_total") - metric(m0, "ds4_batch_sequences_total")
+    check(together == alone, "8 concurrent greedy requests equal the same requests served alone")
+    check(steps > 0 and seqs / steps > 1.5,
+          "8 concurrent requests share forward passes (%d sequences over %d steps)" % (seqs, steps))
+
+    # --- prefix cache: a multi-turn conversation with the cache on and off gives the same text ---
+    def conversation(cache):
+        msgs, texts, cached, usage_ok = [], [], [], True
+        for q in ["Tell me a story about a small boat.", "And then what happened?", "How did it end?"]:
+            msgs.append({"role": "user", "content": q})
+            r = client.chat.completions.create(model="tiny-test", messages=msgs, max_tokens=20, temperature=0,
+                                               extra_body=dict(no_think, cache_prompt=cache))
+            u = r.usage
+            hit = (u.model_extra or {}).get("prompt_cache_hit_tokens")
+            miss = (u.model_extra or {}).get("prompt_cache_miss_tokens")
+            usage_ok = usage_ok and hit == u.prompt_tokens_details.cached_tokens and hit + miss == u.prompt_tokens
+            texts.append(r.choices[0].message.content)
+            cached.append(u.prompt_tokens_details.cached_tokens)
+            msgs.append({"role": "assistant", "content": r.choices[0].message.content})
+        return texts, cached, usage_ok
+
+    off_texts, off_cached, off_ok = conversation(False)
+    on_texts, on_cached, on_ok = conversation(True)
+    check(on_texts == off_texts, "prefix cache on vs off: the 3-turn conversation's replies are identical")
+    check(all(c == 0 for c in off_cached) and all(c > 0 for c in on_cached[1:]) and all(c % 16 == 0 for c in on_cached),
+          "cached_tokens: 0 with cache_prompt false, > 0 (multiples of the 16-token block) on later turns with it "
+          "(off %s, on %s)" % (off_cached, on_cached))
+    check(off_ok and on_ok, "usage: prompt_cache_hit_tokens = cached_tokens, hit + miss = prompt_tokens")
+    _, _, m2 = raw(port, "GET", "/metrics", None, auth)
+    check(metric(m2, "ds4_prefix_cache_hits_total") >= 2 and metric(m2, "ds4_prefix_cache_bytes") > 0,
+          "/metrics: prefix-cache hits %d, bytes %d" % (metric(m2, "ds4_prefix_cache_hits_total"),
+                                                        metric(m2, "ds4_prefix_cache_bytes")))
 
     # --- stop string across token boundaries ---
     if len(text) >= 8:
@@ -299,9 +344,9 @@ def run_checks(port, key):
     check(st == 404 and "error" in json.loads(d), "unknown endpoint -> 404 JSON error (%d)" % st)
 
     # --- bounded queue (503 + Retry-After) and disconnects freeing slots ---
-    # 8 streams hold the 4 slots and the 4 queue places; more requests get 503.
+    # 12 streams hold the 8 slots and the 4 queue places; more requests get 503.
     streams = []
-    for i in range(8):
+    for i in range(12):
         s = client.chat.completions.create(model="tiny-test", messages=[{"role": "user", "content": "go %d" % i}],
                                            max_tokens=200, temperature=0, stream=True, extra_body=no_think)
         streams.append(s)
