@@ -33,8 +33,6 @@ bool uses_q8_1(GgmlType type) {
   return cpu::can_dot_q8_1(type);
 }
 
-bool can_bind_type(GgmlType type) { return type == GgmlType::F32 || cpu::can_dequantize(type); }
-
 namespace {
 
 const char kCpuBackendTag = 0;
