@@ -296,7 +296,9 @@ TEST_P(Conformance, ActQdqFp8AndHadamardFp4AgainstScalarAndDouble) {
     for (int64_t t = 0; t < n; ++t)  // untouched: the leading columns and each head's rope dims
       for (int64_t i = 0; i < heads * D + 64; ++i) {
         const int64_t c = i - 64;
-        if (c < 0 || c % D >= len) ASSERT_EQ(y[t * (heads * D + 64) + i], x[t * (heads * D + 64) + i]);
+        if (c < 0 || c % D >= len) {
+          ASSERT_EQ(y[t * (heads * D + 64) + i], x[t * (heads * D + 64) + i]);
+        }
       }
   }
   {
