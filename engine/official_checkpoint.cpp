@@ -267,6 +267,14 @@ class ViewBuilder {
     add_in_place(t, info(llama, flt && t.shape.size() <= 4 ? ty : GgmlType::I8, shape));
   }
 
+  /// Binds `i` to `buf`, bytes written at load (a repack), kept alive with the view.
+  void add_repacked(TensorInfo i, const std::shared_ptr<uint8_t[]>& buf) {
+    i.data = buf.get();
+    st_.repacked_bytes += i.nbytes;
+    keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
+    out_.push_back(std::move(i));
+  }
+
   /// Binds `i` to `t`'s bytes where they lie in the mmap (no copy): shard, offsets, data.
   void add_in_place(const StTensor& t, TensorInfo i) {
     i.shard = t.shard;
@@ -309,10 +317,7 @@ class ViewBuilder {
           dst[k] = static_cast<int32_t>(v);
         }
         TensorInfo i = info(llama, GgmlType::I32, t.shape);
-        i.data = buf.get();
-        st_.repacked_bytes += i.nbytes;
-        keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
-        out_.push_back(std::move(i));
+        add_repacked(std::move(i), buf);
         return ok();
       }
       default:
@@ -353,10 +358,7 @@ class ViewBuilder {
         }
     });
     if (fe.msg) return Error{*fe.msg};
-    i.data = buf.get();
-    st_.repacked_bytes += i.nbytes;
-    keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
-    out_.push_back(std::move(i));
+    add_repacked(std::move(i), buf);
     return ok();
   }
 
@@ -454,10 +456,7 @@ class ViewBuilder {
       }
     });
     if (fe.msg) return Error{*fe.msg};
-    i.data = buf.get();
-    st_.repacked_bytes += i.nbytes;
-    keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
-    out_.push_back(std::move(i));
+    add_repacked(std::move(i), buf);
     return ok();
   }
 

@@ -11,10 +11,10 @@
 
 namespace ds4::server {
 
-Slot::~Slot() = default;
-
-size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache) {
-  session_->reset();
+namespace {
+/// The engine sampler's parameters for a request's sampling fields (no repetition penalty: the
+/// OpenAI penalties are refused by openai_request).
+SamplerParams sampler_params(const Sampling& s) {
   SamplerParams p;
   p.temperature = s.temperature;
   p.top_p = s.top_p;
@@ -22,7 +22,15 @@ size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cach
   p.min_p = s.min_p;
   p.repeat_penalty = 1.0f;
   p.seed = s.seed;
-  sampler_ = std::make_unique<Sampler>(p);
+  return p;
+}
+}  // namespace
+
+Slot::~Slot() = default;
+
+size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache) {
+  session_->reset();
+  sampler_ = std::make_unique<Sampler>(sampler_params(s));
   prompt_ = std::move(prompt);
   history_ = prompt_;
   fed_ = 0;
@@ -172,15 +180,7 @@ std::string Engine::piece(int32_t id) const { return tok_->token_bytes(id, /*ren
 
 std::string Engine::detokenize(std::span<const int32_t> ids) const { return tok_->decode(ids, true); }
 
-Result<void> Engine::check(const Sampling& s) const {
-  SamplerParams p;
-  p.temperature = s.temperature;
-  p.top_p = s.top_p;
-  p.top_k = s.top_k;
-  p.min_p = s.min_p;
-  p.repeat_penalty = 1.0f;
-  return validate(p);
-}
+Result<void> Engine::check(const Sampling& s) const { return validate(sampler_params(s)); }
 
 Result<std::unique_ptr<Slot>> Engine::new_slot() const {
   SessionOptions so;
