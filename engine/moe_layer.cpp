@@ -72,7 +72,12 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
         break;
       }
       // One expert per launch: a caching store may hand the next expert the same bypass slot.
+      // A device with its own memory keeps stable matrices (VRAM-resident experts) and copies
+      // staging slots at every use (dev::BindMode).
+      const bool stable = w_.experts->stable(l, e);
+      if (!stable) dev_.set_bind_mode(dev::BindMode::Staged);
       const dev::ExpertTensors et{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)};
+      if (!stable) dev_.set_bind_mode(dev::BindMode::Persistent);
       dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), std::span(&et, 1), limit, act_, Yb);
       expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
                               static_cast<uint64_t>(wu->out) * wu->row_bytes +

@@ -1,6 +1,7 @@
 // engine/session.cpp — Model::load and Session::create for DeepSeek-V4 GGUFs (see session.h,
 // dsv4_model.h).
 #include <algorithm>
+#include <cstdio>
 #include <climits>
 #include <thread>
 
@@ -104,6 +105,55 @@ Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, con
   return out;
 }
 
+/// A device with its own memory (the CUDA backend): the non-expert weights and every expert the
+/// store keeps in stable memory (VRAM-resident experts: the mmap / the plan's resident slabs) are
+/// copied to the device now; staged experts are copied at each use (dev::BindMode::Staged). Prints
+/// the device's memory budget and the load progress to stderr. Error when they do not fit.
+Result<void> upload_to_device(const std::string& path, dev::Device& d, const ModelConfig& c, const ModelWeights& w,
+                              std::vector<DeviceWeights>* out) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const dev::Device::MemoryInfo before = d.memory_info();
+  std::fprintf(stderr, "ds4: %s: memory budget %.0f MiB free of %.0f MiB\n", d.name(), before.free / kMiB,
+               before.total / kMiB);
+  // Bytes the upload needs: the experts held stable, and the rest of the model file's tensors.
+  uint64_t expert_bytes = 0;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int e = 0; e < c.n_expert; ++e) {
+      if (!w.experts->stable(l, e)) continue;
+      for (int p = 0; p < 3; ++p) {
+        DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
+        expert_bytes += m.row_bytes * static_cast<uint64_t>(m.out);
+      }
+    }
+  out->push_back(bind_device_weights(c, w, d));
+  const uint64_t dense = d.weight_tier_bytes().h2d_persistent;
+  std::fprintf(stderr, "ds4: %s: uploaded %.1f MiB of dense and attention weights\n", d.name(), dense / kMiB);
+  if (before.total > 0 && expert_bytes > d.memory_info().free)
+    return Error{path + ": --backend cuda: the VRAM-resident experts need " + std::to_string(expert_bytes >> 20) +
+                 " MiB, expected at most the " + std::to_string(d.memory_info().free >> 20) +
+                 " MiB free on " + d.name() + " (use --experts-tier host or a --plan that stages experts)"};
+  int shown = -1;
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int e = 0; e < c.n_expert; ++e) {
+      if (!w.experts->stable(l, e)) continue;
+      for (int p = 0; p < 3; ++p) {
+        DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
+        (void)d.bind(m);
+      }
+    }
+    const int pct = (l + 1) * 100 / std::max(1, c.n_layer);
+    if (pct / 25 != shown / 25 || l + 1 == c.n_layer) {
+      shown = pct;
+      std::fprintf(stderr, "ds4: %s: resident experts: layer %d/%d (%.1f MiB)\n", d.name(), l + 1, c.n_layer,
+                   (d.weight_tier_bytes().h2d_persistent - dense) / kMiB);
+    }
+  }
+  const dev::Device::MemoryInfo after = d.memory_info();
+  std::fprintf(stderr, "ds4: %s: %.1f MiB resident in device memory, %.0f MiB free\n", d.name(),
+               d.weight_tier_bytes().h2d_persistent / kMiB, after.free / kMiB);
+  return ok();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, const ModelOptions& opts) {
@@ -165,8 +215,15 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int per_rank = std::max(1, (opts.threads > 0 ? opts.threads : hw) / R);
+  if (*kind == dev::BackendKind::Cuda && R != 1)
+    return Error{path + ": --backend cuda: expected --tp 1 (tensor parallelism over NCCL is not implemented yet), found --tp " +
+                 std::to_string(R)};
   for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank));
-  for (int r = 0; r < R; ++r) m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r]));
+  if (*kind == dev::BackendKind::Cuda) {
+    DS4_TRY_VOID(upload_to_device(path, *m->devices_[0], m->config_, m->weights_, &m->dweights_));
+  } else {
+    for (int r = 0; r < R; ++r) m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r]));
+  }
   if (R > 1) m->comms_ = comm::make_cpu_group(R);
   return m;
 }

@@ -2,7 +2,13 @@
 // allocation and binding helpers, backend selection.
 #include "kernels/device.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "ds4/result.h"
+#ifdef DS4_HAVE_CUDA
+#include "kernels/cuda/device_cuda.h"
+#endif
 
 namespace ds4::dev {
 namespace {
@@ -83,14 +89,59 @@ Tensor Device::bind_i32(const int32_t* p, int64_t row_len, int64_t rows) {
                            static_cast<uint64_t>(row_len) * 4});
 }
 
-Result<BackendKind> parse_backend(const std::string& name) {
-  if (name == "cpu" || name == "auto" || name.empty()) return BackendKind::Cpu;
-  return Error{"backend '" + name + "': expected cpu or auto (the CUDA backend is not built yet)"};
+namespace {
+
+std::function<std::unique_ptr<Device>(int)>& cuda_factory() {
+  static std::function<std::unique_ptr<Device>(int)> f;
+  return f;
 }
 
-std::unique_ptr<Device> make_device(BackendKind k, int threads) {
-  DS4_CHECK(k == BackendKind::Cpu);
-  return make_cpu_device(threads);
+/// CUDA devices this process can make (the test factory counts as one).
+int cuda_devices() {
+  if (cuda_factory()) return 1;
+#ifdef DS4_HAVE_CUDA
+  return cuda::cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f) { cuda_factory() = std::move(f); }
+
+Result<BackendKind> parse_backend(const std::string& name) {
+  if (name == "cpu") return BackendKind::Cpu;
+  if (name == "cuda") {
+    if (cuda_devices() > 0) return BackendKind::Cuda;
+#ifdef DS4_HAVE_CUDA
+    return Error{"backend 'cuda': expected a CUDA device, found none (the CUDA runtime reports 0 devices)"};
+#else
+    return Error{"backend 'cuda': expected a build with the CUDA backend, found one built without CUDA (no nvcc)"};
+#endif
+  }
+  if (name == "auto" || name.empty()) {
+    if (cuda_devices() > 0) return BackendKind::Cuda;
+    std::fprintf(stderr, "ds4: --backend auto: no CUDA device found, using the CPU backend\n");
+    return BackendKind::Cpu;
+  }
+  return Error{"backend '" + name + "': expected cpu, cuda or auto"};
+}
+
+std::unique_ptr<Device> make_device(BackendKind k, int threads, int ordinal) {
+  if (k == BackendKind::Cpu) return make_cpu_device(threads);
+  if (cuda_factory()) return cuda_factory()(ordinal);
+#ifdef DS4_HAVE_CUDA
+  auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal});
+  if (!d.ok()) {
+    std::fprintf(stderr, "ds4: %s\n", d.error().message.c_str());
+    std::abort();
+  }
+  return std::move(*d);
+#else
+  DS4_CHECK(false && "make_device(Cuda) in a build without CUDA (parse_backend refuses it)");
+  return nullptr;
+#endif
 }
 
 }  // namespace ds4::dev

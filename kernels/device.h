@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -125,6 +126,23 @@ class Event {
 struct ExpertTensors {
   int32_t id = 0;
   Tensor gate, up, down;
+};
+
+/// How Device::bind treats host matrices on a backend with its own memory (CPU: both alias host
+/// memory). Persistent: the first bind of a host matrix copies it, later binds of the same matrix
+/// (data, type, shape) return the same device tensor (load-time weights, VRAM-resident experts).
+/// Staged: every bind copies the host bytes into a ring of device slots (experts staged from host
+/// memory each step); the tensor is valid for the ops enqueued before the ring wraps.
+enum class BindMode { Persistent, Staged };
+
+/// Weight bytes read by matmul/matmul2/moe_experts (as weight_bytes_read) split by where the
+/// matrix lived at the launch, plus the bytes bind() copied from host to device memory.
+struct WeightTierBytes {
+  uint64_t device_resident = 0;  ///< matrices bound Persistent into device memory
+  uint64_t staged = 0;           ///< matrices bound Staged (copied this step into a device slot)
+  uint64_t host = 0;             ///< matrices read in host memory (the CPU backend)
+  uint64_t h2d_persistent = 0;   ///< bytes copied host -> device by Persistent binds (load)
+  uint64_t h2d_staged = 0;       ///< bytes copied host -> device by Staged binds
 };
 
 /// A compute device. Ops are enqueued on `s` (the default stream when the engine has one stream);
@@ -282,6 +300,21 @@ class Device {
   /// Weight bytes read by matmul/matmul2/moe_experts since the device was made: each launch counts
   /// every matrix once (ne1 * nb1), whatever the token count (the engine's roofline counter).
   virtual uint64_t weight_bytes_read() const = 0;
+  /// weight_bytes_read split by tier (default: everything read in host memory).
+  virtual WeightTierBytes weight_tier_bytes() const {
+    WeightTierBytes b;
+    b.host = weight_bytes_read();
+    return b;
+  }
+  /// Selects how later bind() calls copy host matrices (see BindMode; default: ignored).
+  virtual void set_bind_mode(BindMode) {}
+  /// True when ops read device memory the host cannot dereference (bind copies).
+  virtual bool owns_memory() const { return false; }
+  /// Free and total bytes of the device's own memory (0, 0 when it has none: the CPU).
+  struct MemoryInfo {
+    uint64_t free = 0, total = 0;
+  };
+  virtual MemoryInfo memory_info() const { return {}; }
 };
 
 /// True when matmul with `act` = Q8_1 really quantizes activations for weight type `type`.
@@ -297,11 +330,16 @@ uint64_t row_bytes_of(GgmlType type, int64_t n);
 std::unique_ptr<Device> make_cpu_device(int threads);
 
 /// The device kinds ModelOptions::backend names.
-enum class BackendKind { Cpu };
-/// Parses "cpu" or "auto" (auto = the best available: the CPU until the CUDA backend lands).
-/// Errors name the value and the accepted ones.
+enum class BackendKind { Cpu, Cuda };
+/// Parses "cpu", "cuda" or "auto" (auto = CUDA when a CUDA device is present, else the CPU, with
+/// one line on stderr saying so). "cuda" without a CUDA device (or in a build without CUDA) is an
+/// Error naming what was found. Errors name the value and the accepted ones.
 Result<BackendKind> parse_backend(const std::string& name);
-/// A device of kind `k` with `threads` workers.
-std::unique_ptr<Device> make_device(BackendKind k, int threads);
+/// A device of kind `k`: the CPU with `threads` workers, or CUDA device `ordinal` (aborts when it
+/// cannot be made: parse_backend checked that it exists).
+std::unique_ptr<Device> make_device(BackendKind k, int threads, int ordinal = 0);
+/// Test hook: makes BackendKind::Cuda devices with `f` (the emulated CUDA device of
+/// tests/cuda_emu) instead of the real runtime; an empty function restores the default.
+void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f);
 
 }  // namespace ds4::dev

@@ -36,6 +36,10 @@ class ExpertStore {
   virtual Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) = 0;
   /// Number of routed experts per layer.
   virtual int expert_count() const = 0;
+  /// True when get(layer, expert, ...) returns memory that holds these bytes for the store's
+  /// life (the mmap, a resident or CPU slab), false when it is a staging slot that later calls
+  /// reuse (a device backend must then copy the bytes at every use: dev::BindMode::Staged).
+  virtual bool stable(int layer, int expert) const { return true; }
 
   /// Rank `rank`'s slice of the matrix (its rows [out*rank/R, out*(rank+1)/R) of `proj`) when the
   /// store was built with R rank slices. Default: rank 0 of an unsplit store is the whole matrix;

@@ -45,6 +45,12 @@ struct Counter {
 class MixedExpertStore final : public ExpertStore {
  public:
   MixedExpertStore(MixedPlacement p, ExpertLayout layout) : p_(std::move(p)), L_(std::move(layout)) {}
+  bool stable(int layer, int expert) const override {
+    if (layer < 0 || layer >= int(p_.home.size()) || expert < 0 || expert >= int(p_.home[size_t(layer)].size()))
+      return true;  // get() reports the range error
+    const ExpertHome h = p_.home[size_t(layer)][size_t(expert)];
+    return h == ExpertHome::Resident || h == ExpertHome::Cpu;
+  }
 
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
     const int NL = L_.n_layer(), NE = L_.n_expert();

@@ -87,6 +87,7 @@ Result<HostSlabs> build_host_slabs(const ExpertLayout& L, const StoreOptions& o,
 class TieredExpertStore final : public ExpertStore {
  public:
   TieredExpertStore(ExpertTier tier, ExpertLayout layout) : tier_(tier), L_(std::move(layout)) {}
+  bool stable(int, int) const override { return tier_ == ExpertTier::Resident; }
 
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
     uint64_t data_bytes_total = 0;

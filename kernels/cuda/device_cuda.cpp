@@ -1,0 +1,486 @@
+// kernels/cuda/device_cuda.cpp — the CUDA backend of kernels/device.h (see device_cuda.h).
+// Each op maps its Tensors to raw device pointers and row strides and calls a launcher:
+// the matrix products from kernels/cuda/ops/ops_cuda_matmul.h (F32 / FP8_QDQ: exact decode +
+// the dot_f32 order; Q8_1: quantize_q8_1 + MMVQ (n <= 8) or MMQ from quant_matmul.h, bit-exact
+// to cpu::vec_dot_q8_1), the other ops from kernels/cuda/ops/ops_cuda.h (h18c's launchers; an op
+// whose launcher does not exist yet aborts with a "not yet" message).
+#include "kernels/cuda/device_cuda.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops/ops_cuda_matmul.h"
+#include "kernels/cuda/quant_matmul.h"
+#if __has_include("kernels/cuda/ops/ops_cuda.h")
+#include "kernels/cuda/ops/ops_cuda.h"
+#define DS4_HAVE_OPS_CUDA 1
+#endif
+
+namespace ds4::cuda {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+using dev::ActFormat;
+using dev::Buffer;
+using dev::ExpertTensors;
+using dev::Tensor;
+
+const char kCudaBackendTag = 0;
+
+/// One cudaMalloc, zeroed; `staged` marks the slots of the staging ring (tier accounting).
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(uint64_t n, bool staged) : bytes_(n), staged_(staged) {
+    DS4_CUDA_CHECK(cudaMalloc(&mem_, n ? n : 1));
+    DS4_CUDA_CHECK(cudaMemset(mem_, 0, n ? n : 1));
+  }
+  ~CudaBuffer() override { (void)cudaFree(mem_); }
+  uint64_t bytes() const override { return bytes_; }
+  const void* backend() const override { return &kCudaBackendTag; }
+  uint8_t* base() const { return static_cast<uint8_t*>(mem_); }
+  bool staged() const { return staged_; }
+
+ private:
+  uint64_t bytes_;
+  bool staged_;
+  void* mem_ = nullptr;
+};
+
+class CudaStream final : public dev::Stream {
+ public:
+  explicit CudaStream(bool create) {
+    if (create) DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  }
+  ~CudaStream() override {
+    if (s_) (void)cudaStreamDestroy(s_);
+  }
+  cudaStream_t s_ = nullptr;
+};
+
+class CudaEvent final : public dev::Event {
+ public:
+  CudaEvent() { DS4_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  ~CudaEvent() override { (void)cudaEventDestroy(e_); }
+  cudaEvent_t e_ = nullptr;
+};
+
+CudaBuffer* cbuf(const Tensor& t) {
+  DS4_CHECK(t.buf != nullptr && t.buf->backend() == &kCudaBackendTag);
+  return static_cast<CudaBuffer*>(t.buf);
+}
+uint8_t* ptr(const Tensor& t) {
+  CudaBuffer* b = cbuf(t);
+  DS4_CHECK(t.offset <= b->bytes());
+  return b->base() + t.offset;
+}
+float* fp(const Tensor& t) {
+  DS4_CHECK(t.type == GgmlType::F32 && t.nb1 % 4 == 0);
+  return reinterpret_cast<float*>(ptr(t));
+}
+int32_t* ip(const Tensor& t) {
+  DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
+  return reinterpret_cast<int32_t*>(ptr(t));
+}
+cudaStream_t cs(dev::Stream& s) { return static_cast<CudaStream&>(s).s_; }
+
+/// Aborts naming the op when a launcher fails.
+void check_launch(cudaError_t e, const char* op) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "ds4: CUDA backend: %s failed: %s (%s)\n", op, cudaGetErrorName(e), cudaGetErrorString(e));
+    std::abort();
+  }
+}
+
+[[noreturn]] void not_yet(const char* op) {
+  std::fprintf(stderr, "ds4: CUDA backend: op %s is not implemented yet (its launcher in kernels/cuda/ops/ops_cuda.h "
+               "does not exist in this build)\n", op);
+  std::abort();
+}
+
+/// Grow-only device scratch (owned by the device; ops on one stream reuse it in order).
+struct Scratch {
+  std::unique_ptr<CudaBuffer> b;
+  uint8_t* get(uint64_t bytes) {
+    if (!b || b->bytes() < bytes) b = std::make_unique<CudaBuffer>(std::max<uint64_t>(bytes, b ? 2 * b->bytes() : 0), false);
+    return b->base();
+  }
+};
+
+class CudaDevice final : public dev::Device {
+ public:
+  explicit CudaDevice(const CudaDeviceOptions& o) : opts_(o), stream_(false) {
+    DS4_CUDA_CHECK(cudaSetDevice(o.ordinal));
+    cudaDeviceProp p{};
+    DS4_CUDA_CHECK(cudaGetDeviceProperties(&p, o.ordinal));
+    sms_ = p.multiProcessorCount;
+    name_ = std::string("cuda:") + std::to_string(o.ordinal) + " (" + p.name + ", sm_" + std::to_string(p.major) +
+            std::to_string(p.minor) + ", " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
+    DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s_, cudaStreamNonBlocking));
+    DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  }
+  ~CudaDevice() override {
+    (void)cudaStreamSynchronize(stream_.s_);
+    (void)cudaStreamSynchronize(copy_stream_);
+    for (auto& sl : slots_)
+      if (sl.filled) (void)cudaEventDestroy(sl.filled);
+    if (pinned_) (void)cudaFreeHost(pinned_);
+    (void)cudaStreamDestroy(copy_stream_);
+  }
+  const char* name() const override { return name_.c_str(); }
+  int threads() const override { return sms_; }
+  bool owns_memory() const override { return true; }
+  MemoryInfo memory_info() const override {
+    size_t f = 0, t = 0;
+    DS4_CUDA_CHECK(cudaSetDevice(opts_.ordinal));
+    DS4_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    return {static_cast<uint64_t>(f), static_cast<uint64_t>(t)};
+  }
+
+  // ---- memory ------------------------------------------------------------------------------
+  std::unique_ptr<Buffer> alloc(uint64_t bytes) override { return std::make_unique<CudaBuffer>(bytes, false); }
+
+  Tensor bind(const dev::WeightMatrix& w) override {
+    DS4_CHECK(w.data != nullptr || w.out == 0);
+    const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.out);
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    if (mode_ == dev::BindMode::Staged) return stage(w, bytes);
+    const auto key = std::make_tuple(w.data, static_cast<int>(w.type), w.in, w.out, w.row_bytes);
+    if (auto it = bound_.find(key); it != bound_.end()) return it->second;
+    auto b = std::make_unique<CudaBuffer>(bytes, false);
+    if (bytes) DS4_CUDA_CHECK(cudaMemcpy(b->base(), w.data, bytes, cudaMemcpyHostToDevice));
+    tier_.h2d_persistent += bytes;
+    Tensor t = tensor_of(b.get(), w);
+    owned_.push_back(std::move(b));
+    bound_.emplace(key, t);
+    return t;
+  }
+  void set_bind_mode(dev::BindMode m) override {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    mode_ = m;
+  }
+  void upload(dev::Stream& s, const Tensor& dst, const void* src, uint64_t bytes) override {
+    DS4_CHECK(dst.contiguous() || bytes <= dst.row_data_bytes());
+    DS4_CHECK(dst.offset + bytes <= cbuf(dst)->bytes());
+    DS4_CUDA_CHECK(cudaMemcpyAsync(ptr(dst), src, bytes, cudaMemcpyHostToDevice, cs(s)));
+    // The API lets `src` go once the stream is synchronized; pageable sources are copied by the
+    // runtime before cudaMemcpyAsync returns, so nothing else is needed here.
+  }
+  void download(dev::Stream& s, const Tensor& src, void* dst, uint64_t bytes) override {
+    DS4_CHECK(src.contiguous() || bytes <= src.row_data_bytes());
+    DS4_CHECK(src.offset + bytes <= cbuf(src)->bytes());
+    DS4_CUDA_CHECK(cudaMemcpyAsync(dst, ptr(src), bytes, cudaMemcpyDeviceToHost, cs(s)));
+    DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s)));
+  }
+
+  // ---- streams and events ------------------------------------------------------------------
+  dev::Stream& stream() override { return stream_; }
+  std::unique_ptr<dev::Stream> create_stream() override { return std::make_unique<CudaStream>(true); }
+  std::unique_ptr<dev::Event> record(dev::Stream& s) override {
+    auto e = std::make_unique<CudaEvent>();
+    DS4_CUDA_CHECK(cudaEventRecord(e->e_, cs(s)));
+    return e;
+  }
+  void wait(dev::Stream& s, const dev::Event& e) override {
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(cs(s), static_cast<const CudaEvent&>(e).e_, 0));
+  }
+  void synchronize(dev::Stream& s) override { DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s))); }
+
+  // ---- matrix products (ops_cuda_matmul.h) -------------------------------------------------
+  void matmul(dev::Stream& s, const Tensor& w, const Tensor& x, const Tensor& y, ActFormat act) override {
+    const Tensor* ws[1] = {&w};
+    const Tensor* ys[1] = {&y};
+    run_matmuls(cs(s), ws, ys, 1, x, act);
+  }
+  void matmul2(dev::Stream& s, const Tensor& w0, const Tensor& y0, const Tensor& w1, const Tensor& y1,
+               const Tensor& x, ActFormat act) override {
+    const Tensor* ws[2] = {&w0, &w1};
+    const Tensor* ys[2] = {&y0, &y1};
+    run_matmuls(cs(s), ws, ys, 2, x, act);
+  }
+  void embed_rows(dev::Stream& s, const Tensor& w, const Tensor& ids, int64_t vocab0, int64_t vocab1,
+                  const Tensor& out) override {
+    DS4_CHECK(out.ne0 == w.ne0 && ids.ne0 * ids.ne1 == out.ne1);
+    check_launch(launch_embed_rows(cs(s), w.type, ptr(w), w.ne0, w.nb1, ip(ids), out.ne1, vocab0, vocab1, fp(out),
+                                   out.nb1),
+                 "embed_rows");
+  }
+  void moe_experts(dev::Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots) override {
+    const int64_t n = x.ne1, dim = x.ne0, K = ids.ne0;
+    DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
+    DS4_CHECK(x.type == GgmlType::F32 && weights.type == GgmlType::F32 && slots.type == GgmlType::F32);
+    if (experts.empty() || n == 0) return;
+    cudaStream_t st = cs(s);
+    std::lock_guard<std::mutex> lock(moe_mu_);
+    // The slot lists are made on the host from the routing ids (the CPU's moe_slots_of order:
+    // ascending (t, k)); the download waits for the router's work on `s`.
+    host_ids_.resize(static_cast<size_t>(n * K));
+    DS4_CHECK(ids.contiguous() || n == 1);
+    download(s, ids, host_ids_.data(), static_cast<uint64_t>(n * K) * 4);
+    host_pairs_.clear();
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) of each expert's pairs
+    for (size_t ei = 0; ei < experts.size(); ++ei) {
+      DS4_CHECK(ei == 0 || experts[ei - 1].id < experts[ei].id);
+      const int64_t b = static_cast<int64_t>(host_pairs_.size());
+      for (int64_t p = 0; p < n * K; ++p)
+        if (host_ids_[static_cast<size_t>(p)] == experts[ei].id) host_pairs_.push_back(static_cast<int32_t>(p));
+      ranges.emplace_back(b, static_cast<int64_t>(host_pairs_.size()));
+    }
+    const int64_t total = static_cast<int64_t>(host_pairs_.size());
+    if (total == 0) return;
+    auto* pairs = reinterpret_cast<int32_t*>(moe_pairs_.get(static_cast<uint64_t>(total) * 4));
+    DS4_CUDA_CHECK(cudaMemcpyAsync(pairs, host_pairs_.data(), static_cast<uint64_t>(total) * 4, cudaMemcpyHostToDevice, st));
+    for (size_t ei = 0; ei < experts.size(); ++ei) {
+      const ExpertTensors& e = experts[ei];
+      const int64_t m = ranges[ei].second - ranges[ei].first;
+      if (m == 0) continue;
+      const int64_t ff = e.gate.ne1;
+      DS4_CHECK(e.gate.ne0 == dim && e.up.ne1 == ff && e.down.ne0 == ff && e.down.ne1 == dim);
+      const int32_t* pr = pairs + ranges[ei].first;
+      auto* xe = reinterpret_cast<float*>(moe_x_.get(static_cast<uint64_t>(m * dim) * 4));
+      auto* rw = reinterpret_cast<float*>(moe_w_.get(static_cast<uint64_t>(m) * 4));
+      auto* g = reinterpret_cast<float*>(moe_g_.get(static_cast<uint64_t>(m * ff) * 4));
+      auto* u = reinterpret_cast<float*>(moe_u_.get(static_cast<uint64_t>(m * ff) * 4));
+      auto* ye = reinterpret_cast<float*>(moe_y_.get(static_cast<uint64_t>(m * dim) * 4));
+      check_launch(launch_moe_gather(st, fp(x), x.nb1, dim, fp(weights), weights.nb1, static_cast<int>(K), pr, m, xe, rw),
+                   "moe_experts gather");
+      const Tensor xt = raw_f32(moe_x_, dim, m), gt = raw_f32(moe_g_, ff, m), ut = raw_f32(moe_u_, ff, m);
+      const Tensor yt = raw_f32(moe_y_, dim, m);
+      const Tensor* ws[2] = {&e.gate, &e.up};
+      const Tensor* ys[2] = {&gt, &ut};
+      run_matmuls(st, ws, ys, 2, xt, act);
+      check_launch(launch_moe_swiglu(st, g, u, m, ff, limit, rw), "moe_experts swiglu");
+      const Tensor* wd[1] = {&e.down};
+      const Tensor* yd[1] = {&yt};
+      run_matmuls(st, wd, yd, 1, gt, act);
+      check_launch(launch_moe_scatter(st, ye, dim, pr, m, fp(slots), slots.nb1), "moe_experts scatter");
+    }
+  }
+
+  // ---- the other ops (kernels/cuda/ops/ops_cuda.h, helper h18c) ----------------------------
+  void owner_rows(dev::Stream&, const Tensor&, const Tensor&, int64_t, const Tensor&) override { not_yet("owner_rows"); }
+  void hc_expand(dev::Stream&, const Tensor&, int, const Tensor&) override { not_yet("hc_expand"); }
+  void rmsnorm(dev::Stream&, const Tensor&, const Tensor&, float, const Tensor&) override { not_yet("rmsnorm"); }
+  void hc_pre(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int, float, float,
+              const Tensor&, const Tensor&) override {
+    not_yet("hc_pre");
+  }
+  void hc_post(dev::Stream&, const Tensor&, const Tensor&, int, const Tensor&) override { not_yet("hc_post"); }
+  void hc_head(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, float, float,
+               const Tensor&) override {
+    not_yet("hc_head");
+  }
+  void rope(dev::Stream&, const Tensor&, int64_t, const Tensor&, const Tensor&, bool) override { not_yet("rope"); }
+  void compressor(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, int,
+                  int64_t, const Tensor&, const Tensor&, const Tensor&) override {
+    not_yet("compressor");
+  }
+  void indexer_scores(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
+                      const Tensor&) override {
+    not_yet("indexer_scores");
+  }
+  void ordered_sum(dev::Stream&, const Tensor&, int64_t, const Tensor&) override { not_yet("ordered_sum"); }
+  void topk(dev::Stream&, const Tensor&, int64_t, int, const Tensor&) override { not_yet("topk"); }
+  void sparse_attention(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, int, int64_t, float, const Tensor&) override {
+    not_yet("sparse_attention");
+  }
+  void window_store(dev::Stream&, const Tensor&, int64_t, const Tensor&) override { not_yet("window_store"); }
+  void act_qdq(dev::Stream&, const Tensor&, int64_t, dev::QdqMode, int64_t, int64_t) override { not_yet("act_qdq"); }
+  void copy(dev::Stream&, const Tensor&, const Tensor&) override { not_yet("copy"); }
+  void add(dev::Stream&, const Tensor&, const Tensor&) override { not_yet("add"); }
+  void scale(dev::Stream&, const Tensor&, float) override { not_yet("scale"); }
+  void fill(dev::Stream&, const Tensor&, float) override { not_yet("fill"); }
+  void router(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, float, const Tensor&,
+              const Tensor&) override {
+    not_yet("router");
+  }
+  void swiglu(dev::Stream&, const Tensor&, const Tensor&, float, const Tensor&) override { not_yet("swiglu"); }
+  void moe_combine(dev::Stream&, const Tensor&, const Tensor&, const Tensor&) override { not_yet("moe_combine"); }
+  Result<void> all_gather(dev::Stream&, comm::Comm&, const Tensor&, const Tensor&) override {
+    return Error{"CUDA backend: all_gather: expected tp=1 (NCCL collectives are the next issue)"};
+  }
+  Result<void> all_reduce_sum(dev::Stream&, comm::Comm&, const Tensor&) override {
+    return Error{"CUDA backend: all_reduce_sum: expected tp=1 (NCCL collectives are the next issue)"};
+  }
+
+  uint64_t weight_bytes_read() const override { return weight_bytes_.load(std::memory_order_relaxed); }
+  dev::WeightTierBytes weight_tier_bytes() const override {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    dev::WeightTierBytes b = tier_;
+    b.device_resident = resident_read_.load(std::memory_order_relaxed);
+    b.staged = staged_read_.load(std::memory_order_relaxed);
+    return b;
+  }
+
+ private:
+  static Tensor tensor_of(CudaBuffer* b, const dev::WeightMatrix& w) {
+    Tensor t;
+    t.buf = b;
+    t.type = w.type;
+    t.ne0 = w.in;
+    t.ne1 = w.out;
+    t.nb1 = w.row_bytes;
+    t.nb2 = w.row_bytes * static_cast<uint64_t>(w.out);
+    return t;
+  }
+  static Tensor raw_f32(const Scratch& sc, int64_t row_len, int64_t rows) {
+    return Tensor{sc.b.get(), 0, GgmlType::F32, row_len, rows, 1, static_cast<uint64_t>(row_len) * 4,
+                  static_cast<uint64_t>(row_len * rows) * 4};
+  }
+
+  /// BindMode::Staged: host bytes -> pinned staging buffer -> the next device slot of the ring,
+  /// on the copy stream; the compute stream waits for the copy's event. Synchronous staging
+  /// (issue 18 item 3): before a slot is refilled, the host waits for the compute stream's work
+  /// queued so far, which holds every reader of the slot's previous contents (the ring is longer
+  /// than the 3 binds of one expert launch), and for the copy stream (the pinned buffer is free).
+  Tensor stage(const dev::WeightMatrix& w, uint64_t bytes) {
+    if (slots_.empty()) slots_.resize(static_cast<size_t>(std::max(4, opts_.staging_slots)));
+    Slot& sl = slots_[next_slot_];
+    next_slot_ = (next_slot_ + 1) % slots_.size();
+    if (!sl.filled) DS4_CUDA_CHECK(cudaEventCreateWithFlags(&sl.filled, cudaEventDisableTiming));
+    if (sl.used) DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    sl.used = true;
+    if (!sl.buf || sl.buf->bytes() < bytes) sl.buf = std::make_unique<CudaBuffer>(std::max<uint64_t>(bytes, 1), true);
+    DS4_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+    if (pinned_bytes_ < bytes) {
+      if (pinned_) DS4_CUDA_CHECK(cudaFreeHost(pinned_));
+      DS4_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
+      pinned_bytes_ = bytes;
+    }
+    if (bytes) {
+      std::memcpy(pinned_, w.data, bytes);
+      DS4_CUDA_CHECK(cudaMemcpyAsync(sl.buf->base(), pinned_, bytes, cudaMemcpyHostToDevice, copy_stream_));
+    }
+    DS4_CUDA_CHECK(cudaEventRecord(sl.filled, copy_stream_));
+    DS4_CUDA_CHECK(cudaStreamWaitEvent(stream_.s_, sl.filled, 0));
+    tier_.h2d_staged += bytes;
+    return tensor_of(sl.buf.get(), w);
+  }
+
+  void run_matmuls(cudaStream_t st, const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x,
+                   ActFormat act) {
+    const int64_t in = ws[0]->ne0, n = x.ne1;
+    DS4_CHECK(x.ne0 == in && x.type == GgmlType::F32 && x.nb1 % 4 == 0);
+    bool q8[2] = {false, false}, qdq[2] = {false, false};
+    bool any_q8 = false, any_qdq = false;
+    for (int k = 0; k < nw; ++k) {
+      const Tensor& w = *ws[k];
+      DS4_CHECK(w.ne0 == in && ys[k]->ne0 == w.ne1 && ys[k]->ne1 == n && ys[k]->type == GgmlType::F32);
+      DS4_CHECK(dev::can_bind_type(w.type));
+      const uint64_t b = static_cast<uint64_t>(w.ne1) * w.nb1;
+      weight_bytes_.fetch_add(b, std::memory_order_relaxed);
+      (cbuf(w)->staged() ? staged_read_ : resident_read_).fetch_add(b, std::memory_order_relaxed);
+      q8[k] = act == ActFormat::Q8_1 && dev::uses_q8_1(w.type);
+      any_q8 = any_q8 || q8[k];
+      qdq[k] = act == ActFormat::FP8_QDQ && dev::is_fp8_fp4_weight(w.type);
+      any_qdq = any_qdq || qdq[k];
+    }
+    if (n == 0) return;
+    const float* X = fp(x);
+    const uint64_t xpacked = static_cast<uint64_t>(in) * 4;
+    uint8_t* act_q = nullptr;
+    if (any_q8) {
+      // quantize_q8_1 reads packed rows: strided activations are packed first (byte copy).
+      const float* xs = X;
+      if (x.nb1 != xpacked) {
+        auto* xp = reinterpret_cast<float*>(xpack_.get(xpacked * static_cast<uint64_t>(n)));
+        check_launch(launch_copy_rows_bytes(st, xp, xpacked, X, x.nb1, xpacked, n), "matmul pack x");
+        xs = xp;
+      }
+      act_q = actq_.get(static_cast<uint64_t>(n) * static_cast<uint64_t>(in / 32) * 36);
+      check_launch(quantize_q8_1(xs, n, in, act_q, st), "matmul quantize_q8_1");
+    }
+    const float* Xq = nullptr;
+    if (any_qdq) {
+      auto* q = reinterpret_cast<float*>(xqdq_.get(xpacked * static_cast<uint64_t>(n)));
+      check_launch(launch_qdq_fp8_rows(st, X, x.nb1, n, in, q), "matmul qdq_fp8");
+      Xq = q;
+    }
+    for (int k = 0; k < nw; ++k) {
+      const Tensor& w = *ws[k];
+      const Tensor& y = *ys[k];
+      float* Y = fp(y);
+      if (!q8[k]) {
+        const bool use_q = qdq[k];
+        check_launch(launch_matmul_f32(st, w.type, ptr(w), w.ne1, in, w.nb1, use_q ? Xq : X, use_q ? xpacked : x.nb1, n,
+                                       Y, y.nb1),
+                     "matmul (F32 activations)");
+        continue;
+      }
+      // Q8_1: the kernels read packed weight rows and write packed [n, rows] outputs.
+      const uint64_t wrow = dev::row_bytes_of(w.type, in);
+      const uint8_t* W = ptr(w);
+      if (w.nb1 != wrow) {
+        uint8_t* wp = wpack_.get(wrow * static_cast<uint64_t>(w.ne1));
+        check_launch(launch_copy_rows_bytes(st, wp, wrow, W, w.nb1, wrow, w.ne1), "matmul pack w");
+        W = wp;
+      }
+      const uint64_t ypacked = static_cast<uint64_t>(w.ne1) * 4;
+      float* Yp = Y;
+      if (y.nb1 != ypacked) Yp = reinterpret_cast<float*>(ypack_.get(ypacked * static_cast<uint64_t>(n)));
+      if (n <= 8)
+        check_launch(mmvq(w.type, W, w.ne1, in, act_q, n, Yp, st), "matmul mmvq");
+      else
+        check_launch(mmq(w.type, W, w.ne1, in, act_q, n, Yp, MmqPath::Auto, st), "matmul mmq");
+      if (Yp != Y) check_launch(launch_copy_rows_bytes(st, Y, y.nb1, Yp, ypacked, ypacked, n), "matmul unpack y");
+    }
+  }
+
+  struct Slot {
+    std::unique_ptr<CudaBuffer> buf;
+    cudaEvent_t filled = nullptr;
+    bool used = false;
+  };
+
+  CudaDeviceOptions opts_;
+  std::string name_;
+  int sms_ = 0;
+  CudaStream stream_;
+  cudaStream_t copy_stream_ = nullptr;
+  mutable std::mutex bind_mu_;
+  dev::BindMode mode_ = dev::BindMode::Persistent;
+  std::map<std::tuple<const uint8_t*, int, int64_t, int64_t, uint64_t>, Tensor> bound_;
+  std::vector<std::unique_ptr<CudaBuffer>> owned_;
+  std::vector<Slot> slots_;
+  size_t next_slot_ = 0;
+  void* pinned_ = nullptr;
+  uint64_t pinned_bytes_ = 0;
+  dev::WeightTierBytes tier_;
+  std::atomic<uint64_t> weight_bytes_{0}, resident_read_{0}, staged_read_{0};
+  std::mutex moe_mu_;
+  std::vector<int32_t> host_ids_, host_pairs_;
+  Scratch xpack_, actq_, xqdq_, wpack_, ypack_;
+  Scratch moe_pairs_, moe_x_, moe_w_, moe_g_, moe_u_, moe_y_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<dev::Device>> make_cuda_device(const CudaDeviceOptions& o) {
+  const int n = cuda_device_count();
+  if (o.ordinal < 0 || o.ordinal >= n)
+    return Error{"CUDA device " + std::to_string(o.ordinal) + ": expected one of the " + std::to_string(n) +
+                 " CUDA devices present, found " + (n == 0 ? std::string("none") : "no such ordinal")};
+  return std::unique_ptr<dev::Device>(std::make_unique<CudaDevice>(o));
+}
+
+}  // namespace ds4::cuda
