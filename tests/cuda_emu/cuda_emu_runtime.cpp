@@ -475,6 +475,16 @@ Stats stats() {
   return s.stats;
 }
 
+void run_block_now(dim3 grid, uint3 block_idx, dim3 block, size_t smem, void (*invoke)(void*), void* body) {
+  State& s = st();
+  std::unique_lock<std::mutex> lk(s.m);
+  set_access(s, true);
+  run_block("run_block_now", block_idx, grid, block, block_dynamic_shared(smem), invoke, body, s.rng() | 1);
+  set_access(s, false);
+  ++s.stats.blocks;
+  s.stats.threads += uint64_t(block.x) * block.y * block.z;
+}
+
 void enqueue_kernel(KernelLaunch&& k) {
   if (t_in_host_fn) {
     set_error(cudaErrorNotPermitted);

@@ -174,6 +174,19 @@ cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t n);
 cudaError_t cudaHostAlloc(void** p, size_t n, unsigned flags);
 cudaError_t cudaFreeHost(void* p);
+/// The typed overloads of cuda_runtime.h's C++ API.
+template <class T>
+cudaError_t cudaMalloc(T** p, size_t n) {
+  return cudaMalloc(reinterpret_cast<void**>(p), n);
+}
+template <class T>
+cudaError_t cudaMallocHost(T** p, size_t n) {
+  return cudaMallocHost(reinterpret_cast<void**>(p), n);
+}
+template <class T>
+cudaError_t cudaHostAlloc(T** p, size_t n, unsigned flags) {
+  return cudaHostAlloc(reinterpret_cast<void**>(p), n, flags);
+}
 cudaError_t cudaHostRegister(void* p, size_t n, unsigned flags);
 cudaError_t cudaHostUnregister(void* p);
 cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned flags);
@@ -297,5 +310,16 @@ void launch(void (*kernel)(P...), const char* name, dim3 grid, dim3 block, size_
 
 /// This block's dynamic shared memory (DS4_DYN_SHARED); aborts outside a kernel.
 void* dynamic_shared();
+
+/// Runs block `block_idx` of a `grid` x `block` launch of body() right now on this OS thread,
+/// outside any stream and without launch checks (device memory is accessible meanwhile): for
+/// host tests that call a kernel body block by block. smem: dynamic shared memory bytes.
+void run_block_now(dim3 grid, uint3 block_idx, dim3 block, size_t smem, void (*invoke)(void*), void* body);
+template <class F>
+void run_block_now(dim3 grid, uint3 block_idx, dim3 block, size_t smem, F&& body) {
+  using B = std::remove_reference_t<F>;
+  run_block_now(grid, block_idx, block, smem, [](void* p) { (*static_cast<B*>(p))(); },
+                const_cast<void*>(static_cast<const void*>(&body)));
+}
 
 }  // namespace ds4::emu

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/cuda/common/mma.cuh"
 #include "kernels/cuda/launch.h"
 #include "tests/cuda_emu/test_cuda_emu_kernels.h"
 
@@ -190,6 +191,51 @@ TEST_F(CudaEmu, IntegerAtomics) {
   EXPECT_LE(got[4], 50);
   EXPECT_EQ(got[5], -2 * 50 * 96);
   EXPECT_EQ(gu, 49u);
+}
+
+// ---- mma.sync m8n8k16 s8 (kernels/cuda/common/mma.cuh, emulated from the PTX fragment layout) -------
+/// A: 8x16 row-major int8, B: 16x8 int8 stored column-major (B[k][n] at bt[n*16+k]), C/D: 8x8 row-major.
+__global__ void mma_kernel(const int8_t* A, const int8_t* bt, const int* C, int* D) {
+  const int lane = int(threadIdx.x), g = lane / 4, q = lane % 4;
+  int a = 0, b = 0;
+  for (int i = 0; i < 4; ++i) {
+    a |= int(uint32_t(uint8_t(A[g * 16 + 4 * q + i])) << (8 * i));
+    b |= int(uint32_t(uint8_t(bt[g * 16 + 4 * q + i])) << (8 * i));
+  }
+  int d0, d1;
+  ds4::cuda::mma_m8n8k16_s8(d0, d1, a, b, C[g * 8 + 2 * q], C[g * 8 + 2 * q + 1]);
+  D[g * 8 + 2 * q] = d0;
+  D[g * 8 + 2 * q + 1] = d1;
+}
+
+TEST_F(CudaEmu, MmaM8n8k16FragmentsEqualAPlainIntMatmul) {
+  uint32_t r = 12345;
+  auto next = [&] { return r = r * 1664525u + 1013904223u; };
+  for (int rep = 0; rep < 20; ++rep) {
+    std::vector<int8_t> A(128), Bt(128);
+    std::vector<int> C(64), want(64), got(64);
+    for (auto& v : A) v = int8_t(next() >> 24);
+    for (auto& v : Bt) v = int8_t(next() >> 24);
+    if (rep == 0) std::fill(A.begin(), A.end(), int8_t(-128)), std::fill(Bt.begin(), Bt.end(), int8_t(-128));
+    for (auto& v : C) v = int(next() % 20001) - 10000;
+    for (int m = 0; m < 8; ++m)
+      for (int n = 0; n < 8; ++n) {
+        int acc = C[size_t(m * 8 + n)];
+        for (int k = 0; k < 16; ++k) acc += int(A[size_t(m * 16 + k)]) * int(Bt[size_t(n * 16 + k)]);
+        want[size_t(m * 8 + n)] = acc;
+      }
+    int8_t* dA = dev_alloc<int8_t>(128);
+    int8_t* dB = dev_alloc<int8_t>(128);
+    int* dC = dev_alloc<int>(64);
+    int* dD = dev_alloc<int>(64);
+    CK(cudaMemcpy(dA, A.data(), 128, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, Bt.data(), 128, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dC, C.data(), 256, cudaMemcpyHostToDevice));
+    DS4_LAUNCH(mma_kernel, 1, 32, 0, nullptr, dA, dB, dC, dD);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(got.data(), dD, 256, cudaMemcpyDeviceToHost));
+    ASSERT_EQ(got, want) << "rep " << rep;
+  }
 }
 
 // ---- sm_75 launch limits ------------------------------------------------------------------------------
