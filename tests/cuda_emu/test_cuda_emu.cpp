@@ -5,10 +5,12 @@
 // cudaStreamWaitEvent gives a wrong result under some seed (and never with the wait), pinned vs
 // pageable copy timing, uninitialised cudaMalloc memory, sm_75 launch limits, VRAM budget.
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/common/mma.cuh"
@@ -498,6 +500,98 @@ TEST_F(CudaEmu, BarrierDeadlockIsReported) {
         cudaDeviceSynchronize();
       },
       "barrier deadlock");
+}
+
+// ---- in-process NCCL ------------------------------------------------------------------------------------
+TEST_F(CudaEmu, NcclCollectivesOverEmulatedDevices) {
+  const int R = 3;
+  const size_t n = 1000;
+  ds4::emu::set_device_count(R);
+  std::vector<ncclComm_t> comms(R);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), R, nullptr), ncclSuccess);
+  std::vector<float*> send(R), recv(R), gath(R);
+  std::vector<cudaStream_t> st(R);
+  std::vector<std::vector<float>> in(R, std::vector<float>(n * R));
+  for (int r = 0; r < R; ++r) {
+    for (size_t i = 0; i < n * R; ++i) in[size_t(r)][i] = float(int(i * 31 + size_t(r) * 7) % 1000) * 0.37f - 100.0f;
+    CK(cudaSetDevice(r));
+    CK(cudaStreamCreateWithFlags(&st[size_t(r)], cudaStreamNonBlocking));
+    send[size_t(r)] = dev_alloc<float>(n * R);
+    recv[size_t(r)] = dev_alloc<float>(n);
+    gath[size_t(r)] = dev_alloc<float>(n * R);
+    CK(cudaMemcpyAsync(send[size_t(r)], in[size_t(r)].data(), n * R * 4, cudaMemcpyHostToDevice, st[size_t(r)]));
+  }
+  // One host thread drives all ranks inside a group (the way NCCL requires it).
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < R; ++r)
+    ASSERT_EQ(ncclAllReduce(send[size_t(r)], recv[size_t(r)], n, ncclFloat, ncclSum, comms[size_t(r)], st[size_t(r)]),
+              ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < R; ++r) {
+    std::vector<float> got(n);
+    CK(cudaSetDevice(r));
+    CK(cudaMemcpyAsync(got.data(), recv[size_t(r)], n * 4, cudaMemcpyDeviceToHost, st[size_t(r)]));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], (in[0][i] + in[1][i]) + in[2][i]) << r << " " << i;
+  }
+  // One thread per rank: all-gather, broadcast from rank 2, reduce-scatter (max).
+  std::vector<std::vector<float>> g(R), b(R), rs(R);
+  std::vector<std::thread> th;
+  for (int r = 0; r < R; ++r)
+    th.emplace_back([&, r] {
+      const size_t u = size_t(r);
+      cudaSetDevice(r);
+      EXPECT_EQ(ncclAllGather(send[u], gath[u], n, ncclFloat, comms[u], st[u]), ncclSuccess);
+      g[u].resize(n * R);
+      cudaMemcpyAsync(g[u].data(), gath[u], n * R * 4, cudaMemcpyDeviceToHost, st[u]);
+      EXPECT_EQ(ncclBroadcast(send[u], recv[u], n, ncclFloat, 2, comms[u], st[u]), ncclSuccess);
+      b[u].resize(n);
+      cudaMemcpyAsync(b[u].data(), recv[u], n * 4, cudaMemcpyDeviceToHost, st[u]);
+      EXPECT_EQ(ncclReduceScatter(send[u], recv[u], n, ncclFloat, ncclMax, comms[u], st[u]), ncclSuccess);
+      rs[u].resize(n);
+      cudaMemcpyAsync(rs[u].data(), recv[u], n * 4, cudaMemcpyDeviceToHost, st[u]);
+    });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < R; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      for (int k = 0; k < R; ++k) ASSERT_EQ(g[size_t(r)][size_t(k) * n + i], in[size_t(k)][i]);
+      ASSERT_EQ(b[size_t(r)][i], in[2][i]);
+      const size_t j = size_t(r) * n + i;
+      ASSERT_EQ(rs[size_t(r)][i], std::max({in[0][j], in[1][j], in[2][j]}));
+    }
+  // Buffers must be device memory of the communicator's device.
+  std::vector<float> host(n);
+  CK(cudaSetDevice(0));
+  EXPECT_EQ(ncclAllReduce(host.data(), recv[0], n, ncclFloat, ncclSum, comms[0], st[0]), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(send[1], recv[0], n, ncclFloat, ncclSum, comms[0], st[0]), ncclInvalidArgument);
+  for (int r = 0; r < R; ++r) {
+    CK(cudaSetDevice(r));
+    CK(cudaStreamSynchronize(st[size_t(r)]));
+    EXPECT_EQ(ncclCommDestroy(comms[size_t(r)]), ncclSuccess);
+  }
+  CK(cudaSetDevice(0));
+}
+
+TEST_F(CudaEmu, NcclCommInitRankFromOneThreadPerRank) {
+  ds4::emu::set_device_count(2);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t c[2] = {nullptr, nullptr};
+  std::thread t1([&] {
+    cudaSetDevice(1);
+    EXPECT_EQ(ncclCommInitRank(&c[1], 2, id, 1), ncclSuccess);
+  });
+  CK(cudaSetDevice(0));
+  EXPECT_EQ(ncclCommInitRank(&c[0], 2, id, 0), ncclSuccess);
+  t1.join();
+  int dev = -1, rank = -1, count = 0;
+  EXPECT_EQ(ncclCommCuDevice(c[1], &dev), ncclSuccess);
+  EXPECT_EQ(ncclCommUserRank(c[1], &rank), ncclSuccess);
+  EXPECT_EQ(ncclCommCount(c[0], &count), ncclSuccess);
+  EXPECT_EQ(dev, 1);
+  EXPECT_EQ(rank, 1);
+  EXPECT_EQ(count, 2);
+  ncclCommDestroy(c[0]);
+  ncclCommDestroy(c[1]);
 }
 
 }  // namespace
