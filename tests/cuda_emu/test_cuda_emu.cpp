@@ -240,6 +240,28 @@ TEST_F(CudaEmu, MmaM8n8k16FragmentsEqualAPlainIntMatmul) {
   }
 }
 
+__global__ void minmax_kernel(int* o) {
+  o[0] = min(3, -4);
+  o[1] = max(7u, 9u);
+  o[2] = int(min(2.5f, -1.0f));
+  o[3] = int(max(int64_t(1) << 40, int64_t(5)) >> 40);
+  o[4] = __float2int_rn(2.5f) + __float2int_rn(-3.5f);  // ties to even: 2 + -4
+  o[5] = __popc(0xF0F0u) + __clz(1) + __ffs(8);         // 8 + 31 + 4
+}
+
+TEST_F(CudaEmu, MinMaxAndIntegerIntrinsics) {
+  int* d = dev_alloc<int>(6);
+  DS4_LAUNCH(minmax_kernel, 1, 1, 0, nullptr, d);
+  int o[6];
+  CK(cudaMemcpy(o, d, sizeof o, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(o[0], -4);
+  EXPECT_EQ(o[1], 9);
+  EXPECT_EQ(o[2], -1);
+  EXPECT_EQ(o[3], 1);
+  EXPECT_EQ(o[4], -2);
+  EXPECT_EQ(o[5], 43);
+}
+
 // ---- sm_75 launch limits ------------------------------------------------------------------------------
 __global__ void empty_kernel(int) {}
 
