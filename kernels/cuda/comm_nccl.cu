@@ -2,13 +2,15 @@
 // and one stream per rank, communicators from ncclCommInitAll; FP32 only. The all-reduce is an
 // ncclAllGather into a scratch buffer followed by ordered_sum_kernel, which adds the R slices in
 // rank order on every rank — never ncclAllReduce, whose ring/tree choice changes the order.
-// Compiled only when CUDA and NCCL are found (kernels/cuda/CMakeLists.txt, DS4_HAVE_NCCL).
+// Compiled only when CUDA and NCCL are found (kernels/cuda/CMakeLists.txt, DS4_HAVE_NCCL), and
+// against the CUDA/NCCL emulator for tp_nccl_emu_test (tests/tp, tests/cuda_emu).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <string>
 
 #include "kernels/comm.h"
+#include "kernels/cuda/launch.h"
 
 namespace ds4::comm {
 namespace {
@@ -68,7 +70,7 @@ class NcclComm final : public Comm {
     DS4_NC(ncclAllGather(buf, scratch_, static_cast<size_t>(count), ncclFloat, comm_, stream_));
     const int threads = 256;
     const int64_t blocks = std::min<int64_t>((count + threads - 1) / threads, 4096);
-    ordered_sum_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream_>>>(scratch_, size_, count, buf);
+    DS4_LAUNCH(ordered_sum_kernel, static_cast<unsigned>(blocks), threads, 0, stream_, scratch_, size_, count, buf);
     DS4_CU(cudaGetLastError());
     DS4_CU(cudaStreamSynchronize(stream_));
     return ok();
@@ -133,7 +135,10 @@ Result<std::vector<std::unique_ptr<Comm>>> make_nccl_group(std::span<const int> 
   for (int r = 0; r < R; ++r) {
     cudaStream_t s = nullptr;
     const cudaError_t e1 = cudaSetDevice(devs[r]);
-    const cudaError_t e2 = e1 == cudaSuccess ? cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) : e1;
+    // A blocking stream: it is ordered after the caller's legacy-stream work (cudaMemcpy from
+    // pageable memory may return before its DMA is done, so a non-blocking stream could read
+    // the buffer early; found by tp_nccl_emu_test under the emulator's documented semantics).
+    const cudaError_t e2 = e1 == cudaSuccess ? cudaStreamCreate(&s) : e1;
     if (e2 != cudaSuccess) {
       for (int k = r; k < R; ++k) ncclCommDestroy(comms[k]);
       return cuda_error("cudaStreamCreate", e2);  // endpoints made so far clean up in g

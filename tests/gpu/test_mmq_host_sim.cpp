@@ -1,13 +1,14 @@
-// tests/gpu/test_mmq_host_sim.cpp — CPU-only run (label unit) of the real MMQ and MMVQ kernel
-// bodies (kernels/cuda/mmq/mmq.cuh, kernels/cuda/mmvq/mmvq.cuh) on host threads, one host thread
-// per CUDA thread (tests/gpu/cuda_host_emu.h: std::barrier as __syncthreads and warp shuffles,
-// emulated intrinsics). The DP4A path is what runs here (the MMA asm is device-only). Checks,
-// bit for bit against cpu::matvec_q8_1, for every weight type: dense MMQ with row and column
-// tails and with empty contract lanes (K = 768: 24 chunks), grouped MoE MMQ through the host
-// counting sort, MMVQ (1 and 8 columns), the fused SwiGLU MMVQ; and the MoE sort and combine
-// kernels (kernels/cuda/moe/moe_kernels.cuh) against their host mirrors. It exercises the kernels' staging,
-// K walk, epilogue, ownership and write-back logic without a GPU; the gpu tests check the same
-// (and the MMA path) on hardware.
+// tests/gpu/test_mmq_host_sim.cpp — CPU-only run (labels unit, emu) of the real MMQ and MMVQ kernel
+// bodies (kernels/cuda/mmq/mmq.cuh, kernels/cuda/mmvq/mmvq.cuh) block by block on the CUDA
+// emulator (tests/cuda_emu: one fiber per CUDA thread, emulated barriers, warp shuffles and
+// intrinsics; tests/gpu/cuda_host_emu.h is the block runner). Both integer engines run: DP4A and
+// the int8 mma.sync path (emulated from its PTX fragment layout, kernels/cuda/common/mma.cuh).
+// Checks, bit for bit against cpu::matvec_q8_1, for every weight type: dense MMQ with row and
+// column tails and with empty contract lanes (K = 768: 24 chunks), grouped MoE MMQ through the
+// host counting sort, MMVQ (1 and 8 columns), the fused SwiGLU MMVQ; and the MoE sort and combine
+// kernels (kernels/cuda/moe/moe_kernels.cuh) against their host mirrors. It exercises the kernels'
+// staging, K walk, epilogue, ownership and write-back logic without a GPU; the gpu tests check the
+// same on hardware.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,8 +30,8 @@ namespace {
 
 using quant::BlockQ8_1;
 
-/// Runs the MMQ kernel (DP4A) over its whole grid on the host.
-template <class Tr>
+/// Runs the MMQ kernel (kMma: the mma.sync path, else DP4A) over its whole grid on the host.
+template <class Tr, bool kMma>
 void sim_mmq(const uint8_t* W, const void* const* w_experts, int64_t rows, int64_t cols, const uint8_t* act,
              int64_t n_cols, cuda::MmqColumns cm, const int32_t* tiles, const int32_t* counters, int64_t grid_y,
              float* y) {
@@ -40,7 +41,7 @@ void sim_mmq(const uint8_t* W, const void* const* w_experts, int64_t rows, int64
   for (unsigned by = 0; by < unsigned(grid_y); ++by)
     for (unsigned bx = 0; bx < unsigned((rows + cuda::kMmqRows - 1) / cuda::kMmqRows); ++bx)
       emu::run_block(bx, by, cuda::kMmqThreads, [&] {
-        cuda::mmq_kernel<Tr, false>(W, w_experts, rows, rb, nchunks, a, n_cols, cm, tiles, counters, y);
+        cuda::mmq_kernel<Tr, kMma>(W, w_experts, rows, rb, nchunks, a, n_cols, cm, tiles, counters, y);
       });
 }
 
@@ -78,10 +79,13 @@ void check_type() {
     const auto act = cpu_q8_1(random_acts(n, cols, rng), n, cols);
     const auto want = cpu_matmul(type, w, rows, cols, act, n);
 
-    std::vector<float> y(size_t(n * rows), -1.0f);
-    sim_mmq<Tr>(w.data(), nullptr, rows, cols, act.data(), n, cuda::MmqColumns{nullptr, 1}, nullptr, nullptr,
-                (n + cuda::kMmqCols - 1) / cuda::kMmqCols, y.data());
-    EXPECT_EQ(count_bit_mismatches(y, want, "mmq K=" + std::to_string(cols)), 0);
+    std::vector<float> y(size_t(n * rows), -1.0f), ym(size_t(n * rows), -1.0f);
+    sim_mmq<Tr, false>(w.data(), nullptr, rows, cols, act.data(), n, cuda::MmqColumns{nullptr, 1}, nullptr, nullptr,
+                       (n + cuda::kMmqCols - 1) / cuda::kMmqCols, y.data());
+    EXPECT_EQ(count_bit_mismatches(y, want, "mmq dp4a K=" + std::to_string(cols)), 0);
+    sim_mmq<Tr, true>(w.data(), nullptr, rows, cols, act.data(), n, cuda::MmqColumns{nullptr, 1}, nullptr, nullptr,
+                      (n + cuda::kMmqCols - 1) / cuda::kMmqCols, ym.data());
+    EXPECT_EQ(count_bit_mismatches(ym, want, "mmq mma K=" + std::to_string(cols)), 0);
 
     // MMVQ on the first 9 rows (3 blocks of 4 warps, one partial): rows are independent.
     for (const int nc : {1, 8}) {
@@ -141,9 +145,13 @@ void check_type() {
     if (ids[size_t(p)] >= 0)
       cpu::matvec_q8_1(type, we[size_t(ids[size_t(p)])].data(), rows, cols, act.data() + (p / k) * arb,
                        want.data() + p * rows, 1);
-  sim_mmq<Tr>(nullptr, ptrs.data(), rows, cols, act.data(), n_pairs, cuda::MmqColumns{sorted.sorted.data(), k},
-              sorted.tiles.data(), counters, int64_t(counters[0]) + 2 /* surplus blocks must exit */, y.data());
-  EXPECT_EQ(count_bit_mismatches(y, want, "mmq_moe"), 0);
+  sim_mmq<Tr, false>(nullptr, ptrs.data(), rows, cols, act.data(), n_pairs, cuda::MmqColumns{sorted.sorted.data(), k},
+                     sorted.tiles.data(), counters, int64_t(counters[0]) + 2 /* surplus blocks must exit */, y.data());
+  EXPECT_EQ(count_bit_mismatches(y, want, "mmq_moe dp4a"), 0);
+  std::fill(y.begin(), y.end(), 0.0f);
+  sim_mmq<Tr, true>(nullptr, ptrs.data(), rows, cols, act.data(), n_pairs, cuda::MmqColumns{sorted.sorted.data(), k},
+                    sorted.tiles.data(), counters, int64_t(counters[0]) + 2, y.data());
+  EXPECT_EQ(count_bit_mismatches(y, want, "mmq_moe mma"), 0);
 }
 
 TEST(KernelHostSim, MmqAndMmvqBitIdenticalToCpuForEveryType) {

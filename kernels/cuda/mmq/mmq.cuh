@@ -21,6 +21,7 @@
 #pragma once
 
 #include "kernels/cuda/common/chunk_decode.cuh"
+#include "kernels/cuda/common/mma.cuh"
 #include "kernels/cuda/mmq/lane_tree.h"
 #include "kernels/cuda/mmq/mmq_layout.h"
 #ifdef __CUDACC__
@@ -53,14 +54,11 @@ struct MmqSmem {
 template <bool kMma>
 __device__ __forceinline__ void tile_dot(const int* wrow_base, const int* acol_base, int h, int& d0, int& d1) {
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750) || defined(DS4_CUDA_EMU)
   if constexpr (kMma) {
     const int a = wrow_base[g * kMmqWordStride + 4 * h + q];
     const int b = acol_base[g * kMmqWordStride + 4 * h + q];
-    int c0 = 0, c1 = 0;
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%4, %5};"
-                 : "=r"(d0), "=r"(d1)
-                 : "r"(a), "r"(b), "r"(c0), "r"(c1));
+    mma_m8n8k16_s8(d0, d1, a, b, 0, 0);
     return;
   }
 #endif
