@@ -107,8 +107,8 @@ constexpr uint64_t F = 4;  // bytes per element
 
 TEST(CudaOps, CopyRawWordsStrided) {
   const int64_t rows = 5, cols = 37, ls = 41, ld = 40;
-  std::vector<int32_t> src = rnd_i(size_t(rows * ls), 1, INT32_MIN, INT32_MAX);  // NaN payloads included
-  std::vector<int32_t> dst = rnd_i(size_t(rows * ld), 2, INT32_MIN, INT32_MAX);
+  std::vector<int32_t> src = rnd_i(static_cast<size_t>(rows * ls), 1, INT32_MIN, INT32_MAX);  // NaN payloads included
+  std::vector<int32_t> dst = rnd_i(static_cast<size_t>(rows * ld), 2, INT32_MIN, INT32_MAX);
   DevBuf<int32_t> S(src), D(dst);
   ASSERT_EQ(cuda::launch_copy(stream(), S.get(), ls * F, D.get(), ld * F, rows, cols), cudaSuccess);
   cpu::copy_rows(cpu::F32Rows{reinterpret_cast<float*>(src.data()), ls},
@@ -118,7 +118,7 @@ TEST(CudaOps, CopyRawWordsStrided) {
 
 TEST(CudaOps, AddScaleFillWithSpecials) {
   const int64_t rows = 4, cols = 29, ld = 31, ls = 30;
-  std::vector<float> a = rnd(size_t(rows * ld), 3), b = rnd(size_t(rows * ls), 4);
+  std::vector<float> a = rnd(static_cast<size_t>(rows * ld), 3), b = rnd(static_cast<size_t>(rows * ls), 4);
   a[0] = kInf, b[0] = -kInf, a[1] = kNaN, b[2] = kNaN, a[3] = -0.0f, b[3] = 0.0f, a[4] = 3e38f, b[4] = 3e38f;
   {
     DevBuf<float> A(a), B(b);
@@ -147,7 +147,7 @@ TEST(CudaOps, HcExpandOwnerRowsWindowStore) {
   {
     const int64_t n = 3, dim = 19, le = 21, lx = 4 * 19 + 3;
     const int hc = 4;
-    std::vector<float> e = rnd(size_t(n * le), 5), x = rnd(size_t(n * lx), 6);
+    std::vector<float> e = rnd(static_cast<size_t>(n * le), 5), x = rnd(static_cast<size_t>(n * lx), 6);
     DevBuf<float> E(e), X(x);
     ASSERT_EQ(cuda::launch_hc_expand(stream(), E.get(), le * F, n, dim, hc, X.get(), lx * F), cudaSuccess);
     cpu::hc_expand(cpu::F32Rows{e.data(), le}, dim, hc, cpu::F32Rows{x.data(), lx}, 0, n);
@@ -155,7 +155,7 @@ TEST(CudaOps, HcExpandOwnerRowsWindowStore) {
   }
   {
     const int64_t R = 3, n = 4, rpr = 10, dim = 23, la = 25, lo = 24;
-    std::vector<float> all = rnd(size_t(R * n * la), 7), out = rnd(size_t(n * lo), 8);
+    std::vector<float> all = rnd(static_cast<size_t>(R * n * la), 7), out = rnd(static_cast<size_t>(n * lo), 8);
     std::vector<int32_t> ids = {29, 0, 15, 9};
     DevBuf<float> A(all), O(out);
     DevBuf<int32_t> I(ids);
@@ -169,7 +169,7 @@ TEST(CudaOps, HcExpandOwnerRowsWindowStore) {
   };
   for (W c : {W{5, 8, 6}, W{11, 4, 3}, W{1, 128, 0}, W{4, 4, 9}}) {
     const int64_t D = 13, lk = 15, lr = 14;
-    std::vector<float> kv = rnd(size_t(c.n * lk), 9), ring = rnd(size_t(c.win * lr), 10);
+    std::vector<float> kv = rnd(static_cast<size_t>(c.n * lk), 9), ring = rnd(static_cast<size_t>(c.win * lr), 10);
     DevBuf<float> K(kv), Rg(ring);
     ASSERT_EQ(cuda::launch_window_store(stream(), K.get(), lk * F, c.n, D, c.pos0, Rg.get(), lr * F, c.win),
               cudaSuccess);
@@ -182,7 +182,7 @@ TEST(CudaOps, HcExpandOwnerRowsWindowStore) {
 
 TEST(CudaOps, RmsNormWithAndWithoutWeightAndInPlace) {
   const int64_t n = 3, dim = 300, lx = 303, ly = 301;
-  std::vector<float> x = rnd(size_t(n * lx), 11, -3, 3), y = rnd(size_t(n * ly), 12), w = rnd(size_t(dim), 13);
+  std::vector<float> x = rnd(static_cast<size_t>(n * lx), 11, -3, 3), y = rnd(static_cast<size_t>(n * ly), 12), w = rnd(static_cast<size_t>(dim), 13);
   x[lx] = 1e30f;  // row 1: a huge value (the sum overflows to inf: r = 0)
   for (bool with_w : {true, false}) {
     DevBuf<float> X(x), Y(y), Wt(w);
@@ -211,7 +211,7 @@ TEST(CudaOps, RopeForwardInverseAndLongTables) {
   };
   for (C c : {C{2, 72, 20}, C{1, 640, 300}, C{3, 16, 8}}) {
     const int64_t n = 3, lx = c.heads * c.D + 5;
-    std::vector<float> x = rnd(size_t(n * lx), 14), freqs(static_cast<size_t>(c.half));
+    std::vector<float> x = rnd(static_cast<size_t>(n * lx), 14), freqs(static_cast<size_t>(c.half));
     for (int i = 0; i < c.half; ++i) freqs[i] = float(1.0 / std::pow(10000.0, 2.0 * i / (2 * c.half)));
     std::vector<int32_t> pos = {0, 7, 100000};
     for (bool inverse : {false, true}) {
@@ -219,7 +219,7 @@ TEST(CudaOps, RopeForwardInverseAndLongTables) {
       DevBuf<int32_t> P(pos);
       ASSERT_EQ(cuda::launch_rope(stream(), X.get(), lx * F, n, c.heads, c.D, Fr.get(), c.half, P.get(), inverse),
                 cudaSuccess);
-      std::vector<float> want = x, cs(size_t(2 * c.half));
+      std::vector<float> want = x, cs(static_cast<size_t>(2 * c.half));
       for (int64_t t = 0; t < n; ++t) {
         cpu::rope_angles(freqs.data(), c.half, pos[t], cs.data());
         for (int64_t h = 0; h < c.heads; ++h)
@@ -233,8 +233,8 @@ TEST(CudaOps, RopeForwardInverseAndLongTables) {
 
 TEST(CudaOps, SwigluClampedRowWeightAndSpecials) {
   const int64_t n = 3, ff = 45, lg = 47, lu = 46;
-  std::vector<float> g = rnd(size_t(n * lg), 15, -12, 12), u = rnd(size_t(n * lu), 16, -12, 12),
-                     rw = rnd(size_t(n), 17);
+  std::vector<float> g = rnd(static_cast<size_t>(n * lg), 15, -12, 12), u = rnd(static_cast<size_t>(n * lu), 16, -12, 12),
+                     rw = rnd(static_cast<size_t>(n), 17);
   g[0] = kNaN, u[1] = kNaN, g[2] = kInf, g[3] = -kInf, u[4] = -kInf, g[5] = -0.0f, g[6] = 100.0f, g[7] = -100.0f;
   for (float limit : {7.0f, 0.0f})
     for (bool with_rw : {false, true}) {
@@ -255,7 +255,7 @@ TEST(CudaOps, SwigluClampedRowWeightAndSpecials) {
 TEST(CudaOps, ActQdqFp8AndHadamardFp4) {
   {
     const int64_t n = 3, heads = 2, D = 80, len = 64, block = 32, lx = heads * D + 3;
-    std::vector<float> x = rnd(size_t(n * lx), 18, -500, 500);
+    std::vector<float> x = rnd(static_cast<size_t>(n * lx), 18, -500, 500);
     x[1] = 0.0f, x[2] = -0.0f, x[3] = 1e-30f;
     for (int64_t i = 0; i < 32; ++i) x[lx + 32 + i] = 0.0f;  // an all-zero block (the 1e-4 floor)
     DevBuf<float> X(x);
@@ -266,7 +266,7 @@ TEST(CudaOps, ActQdqFp8AndHadamardFp4) {
   }
   {
     const int64_t n = 2, heads = 3, D = 64, block = 32, lx = heads * D + 1;
-    std::vector<float> x = rnd(size_t(n * lx), 19, -3, 3);
+    std::vector<float> x = rnd(static_cast<size_t>(n * lx), 19, -3, 3);
     DevBuf<float> X(x);
     ASSERT_EQ(cuda::launch_act_qdq(stream(), X.get(), lx * F, n, heads, D, true, D, block), cudaSuccess);
     std::vector<float> want = x;
@@ -282,7 +282,7 @@ TEST(CudaOps, ActQdqFp8AndHadamardFp4) {
 TEST(CudaOps, OrderedSumAndMoeCombine) {
   {
     const int64_t parts = 3, m = 1001;
-    std::vector<float> src = rnd(size_t(parts * m), 20), dst = rnd(size_t(m), 21);
+    std::vector<float> src = rnd(static_cast<size_t>(parts * m), 20), dst = rnd(static_cast<size_t>(m), 21);
     src[5] = 1e30f, src[m + 5] = -1e30f, src[2 * m + 5] = 1.0f;  // order matters: (1e30 - 1e30) + 1
     DevBuf<float> S(src), Dd(dst);
     ASSERT_EQ(cuda::launch_ordered_sum(stream(), S.get(), parts, m, Dd.get()), cudaSuccess);
@@ -291,7 +291,7 @@ TEST(CudaOps, OrderedSumAndMoeCombine) {
   }
   {
     const int64_t n = 3, K = 6, dim = 33, ls = 35, li = 7, lo = 34;
-    std::vector<float> slots = rnd(size_t(n * K * ls), 22, -100, 100), out = rnd(size_t(n * lo), 23);
+    std::vector<float> slots = rnd(static_cast<size_t>(n * K * ls), 22, -100, 100), out = rnd(static_cast<size_t>(n * lo), 23);
     std::vector<int32_t> ids = {5, 1, 9, 1, 0, 7, 0,   // token 0: a duplicate id (stable order)
                                 3, 3, 3, 3, 3, 3, 0,   // all equal
                                 2, 8, 4, 6, 0, 1, 0};  // column 6: padding
@@ -314,15 +314,15 @@ TEST(CudaOps, TopkTiesNanSignedZerosAndPadding) {
   };
   for (C c : {C{50, 100, 4, 8}, C{50, 0, 4, 8}, C{300, 1000, 4, 17}, C{9, 20, 1, 9}}) {
     const int64_t n = 4, ls = c.ld + 2, lo = c.k + 1;
-    std::vector<float> s = rnd(size_t(n * ls), 24);
+    std::vector<float> s = rnd(static_cast<size_t>(n * ls), 24);
     for (size_t i = 0; i < s.size(); i += 3) s[i] = std::round(s[i]);  // many ties
     s[1] = kNaN, s[4] = -0.0f, s[5] = 0.0f, s[ls + 2] = kInf, s[ls + 3] = -kInf, s[2 * ls + 1] = kNaN;
-    std::vector<int32_t> out = rnd_i(size_t(n * lo), 25, -5, 5);
+    std::vector<int32_t> out = rnd_i(static_cast<size_t>(n * lo), 25, -5, 5);
     DevBuf<float> S(s);
     DevBuf<int32_t> O(out);
     ASSERT_EQ(cuda::launch_topk(stream(), S.get(), ls * F, n, c.ld, c.pos0, c.ratio, O.get(), lo * 4, c.k),
               cudaSuccess);
-    std::vector<int32_t> idx(size_t(c.ld));
+    std::vector<int32_t> idx(static_cast<size_t>(c.ld));
     for (int64_t t = 0; t < n; ++t) {
       const int64_t nvis = std::min<int64_t>(c.ld, cpu::compressed_visible(c.pos0 + t, c.ratio));
       int32_t* o = out.data() + t * lo;
@@ -335,24 +335,24 @@ TEST(CudaOps, TopkTiesNanSignedZerosAndPadding) {
 
 TEST(CudaOps, RouterTopkBiasHashAndNormalize) {
   const int64_t n = 4, E = 40, K = 6, ll = 43, li = 7, lw = 8;
-  std::vector<float> logits = rnd(size_t(n * ll), 26, -25, 25), bias = rnd(size_t(E), 27, -0.5f, 0.5f);
+  std::vector<float> logits = rnd(static_cast<size_t>(n * ll), 26, -25, 25), bias = rnd(static_cast<size_t>(E), 27, -0.5f, 0.5f);
   logits[3] = logits[7];  // ties
   logits[ll + 1] = kNaN, logits[ll + 2] = 30.0f, logits[2 * ll] = -kInf;
-  std::vector<int32_t> tid2eid = rnd_i(size_t(11 * K), 28, 0, int32_t(E - 1));
+  std::vector<int32_t> tid2eid = rnd_i(static_cast<size_t>(11 * K), 28, 0, int32_t(E - 1));
   tid2eid[2] = -1;  // a bad hash id counts as s = 0
   const std::vector<int32_t> tokens = {3, 10, 0, 7};
   for (int mode = 0; mode < 3; ++mode)
     for (bool normalize : {true, false}) {
       const bool hash = mode == 2, with_bias = mode == 1;
-      std::vector<int32_t> ids = rnd_i(size_t(n * li), 29, -3, 3);
-      std::vector<float> w = rnd(size_t(n * lw), 30);
+      std::vector<int32_t> ids = rnd_i(static_cast<size_t>(n * li), 29, -3, 3);
+      std::vector<float> w = rnd(static_cast<size_t>(n * lw), 30);
       DevBuf<float> L(logits), B(bias), Wt(w);
       DevBuf<int32_t> T(tid2eid), Tok(tokens), I(ids);
       ASSERT_EQ(cuda::launch_router(stream(), L.get(), ll * F, n, E, K, with_bias ? B.get() : nullptr,
                                     hash ? T.get() : nullptr, K * 4, 11, Tok.get(), normalize, 2.5f, I.get(), li * 4,
                                     Wt.get(), lw * F),
                 cudaSuccess);
-      std::vector<float> scratch(size_t(2 * E));
+      std::vector<float> scratch(static_cast<size_t>(2 * E));
       std::vector<int32_t> iscratch(static_cast<size_t>(E));
       for (int64_t t = 0; t < n; ++t)
         cpu::route_token_into(logits.data() + t * ll, int(E), int(K), with_bias ? bias.data() : nullptr,
@@ -371,10 +371,10 @@ TEST(CudaOps, RouterTopkBiasHashAndNormalize) {
 TEST(CudaOps, HcPrePostHead) {
   const int hc = 4;
   const int64_t n = 3, dim = 40, lx = hc * dim + 3, R = (2 + hc) * hc, ly = dim + 1, lm = R + 2;
-  std::vector<float> x = rnd(size_t(n * lx), 31), fn = rnd(size_t(R * hc * dim), 32, -0.1f, 0.1f),
-                     scale = {0.7f, 1.3f, 0.9f}, base = rnd(size_t(R), 33, -1, 1);
+  std::vector<float> x = rnd(static_cast<size_t>(n * lx), 31), fn = rnd(static_cast<size_t>(R * hc * dim), 32, -0.1f, 0.1f),
+                     scale = {0.7f, 1.3f, 0.9f}, base = rnd(static_cast<size_t>(R), 33, -1, 1);
   for (int iters : {3, 1}) {
-    std::vector<float> y = rnd(size_t(n * ly), 34), mix = rnd(size_t(n * lm), 35);
+    std::vector<float> y = rnd(static_cast<size_t>(n * ly), 34), mix = rnd(static_cast<size_t>(n * lm), 35);
     DevBuf<float> X(x), Fn(fn), S(scale), B(base), Y(y), M(mix);
     ASSERT_EQ(cuda::launch_hc_pre(stream(), X.get(), lx * F, Fn.get(), hc * dim * F, S.get(), B.get(), hc, dim, n,
                                   iters, 1e-6f, 1e-6f, Y.get(), ly * F, M.get(), lm * F),
@@ -386,19 +386,19 @@ TEST(CudaOps, HcPrePostHead) {
     expect_bits(M.download(), mix, "hc_pre mix");
     // hc_post with that mix.
     const int64_t lf = dim + 2;
-    std::vector<float> f = rnd(size_t(n * lf), 36), xx = x;
+    std::vector<float> f = rnd(static_cast<size_t>(n * lf), 36), xx = x;
     DevBuf<float> Fv(f), X2(xx);
     ASSERT_EQ(cuda::launch_hc_post(stream(), Fv.get(), lf * F, M.get(), lm * F, hc, dim, n, X2.get(), lx * F),
               cudaSuccess);
-    std::vector<float> tmp(size_t(hc * dim));
+    std::vector<float> tmp(static_cast<size_t>(hc * dim));
     for (int64_t t = 0; t < n; ++t)
       cpu::hc_post_row(f.data() + t * lf, mix.data() + t * lm, hc, dim, xx.data() + t * lx, tmp.data());
     expect_bits(X2.download(), xx, "hc_post");
   }
   {
     const int64_t lh = dim + 3;
-    std::vector<float> fnh = rnd(size_t(hc * hc * dim), 37, -0.1f, 0.1f), baseh = rnd(size_t(hc), 38),
-                       h = rnd(size_t(n * lh), 39);
+    std::vector<float> fnh = rnd(static_cast<size_t>(hc * hc * dim), 37, -0.1f, 0.1f), baseh = rnd(static_cast<size_t>(hc), 38),
+                       h = rnd(static_cast<size_t>(n * lh), 39);
     DevBuf<float> X(x), Fn(fnh), S(scale), B(baseh), H(h);
     ASSERT_EQ(cuda::launch_hc_head(stream(), X.get(), lx * F, Fn.get(), hc * dim * F, S.get(), B.get(), hc, dim, n,
                                    1e-6f, 1e-6f, H.get(), lh * F),
@@ -415,11 +415,11 @@ TEST(CudaOps, HcPrePostHead) {
 TEST(CudaOps, SparseAttentionWindowSelectionAndRatios) {
   const int64_t H = 2, D = 40, n = 3, win = 4, pos0 = 5, lq = H * D + 1, lk = D + 2, lr = D + 1, lc = D + 3,
                 lo = H * D + 2, cap = 6, ksel = 5, lsel = 6;
-  std::vector<float> q = rnd(size_t(n * lq), 40), kv = rnd(size_t(n * lk), 41), ring = rnd(size_t(win * lr), 42),
-                     ckv = rnd(size_t(cap * lc), 43), sinks = {0.5f, -1.0f};
+  std::vector<float> q = rnd(static_cast<size_t>(n * lq), 40), kv = rnd(static_cast<size_t>(n * lk), 41), ring = rnd(static_cast<size_t>(win * lr), 42),
+                     ckv = rnd(static_cast<size_t>(cap * lc), 43), sinks = {0.5f, -1.0f};
   std::vector<int32_t> sel = {2, -1, 0, 5, -1, 0, 1, 1, -1, -1, -1, 0, 4, 3, 2, 1, 0, 0};
   for (int ratio : {4, 8, 0}) {
-    std::vector<float> out = rnd(size_t(n * lo), 44);
+    std::vector<float> out = rnd(static_cast<size_t>(n * lo), 44);
     DevBuf<float> Q(q), KV(kv), Rg(ring), C(ckv), Sk(sinks), O(out);
     DevBuf<int32_t> Sl(sel);
     ASSERT_EQ(cuda::launch_sparse_attention(stream(), Q.get(), lq * F, KV.get(), lk * F, Rg.get(), lr * F, win, C.get(),
@@ -456,11 +456,11 @@ TEST(CudaOps, CompressorOverlapAndPlainAcrossBlocks) {
   for (C c : {C{4, true, 2, 11}, C{4, true, 0, 4}, C{8, false, 3, 14}}) {
     const int64_t d = 16, w = c.overlap ? 2 * d : d, la = w + 1, lg = w + 2, cap = 4, lc = d + 1;
     const int half = 4;
-    std::vector<float> a = rnd(size_t(c.n * la), 45), g = rnd(size_t(c.n * lg), 46, -4, 4),
-                       ape = rnd(size_t(c.ratio * w), 47), norm = rnd(size_t(d), 48),
+    std::vector<float> a = rnd(static_cast<size_t>(c.n * la), 45), g = rnd(static_cast<size_t>(c.n * lg), 46, -4, 4),
+                       ape = rnd(static_cast<size_t>(c.ratio * w), 47), norm = rnd(static_cast<size_t>(d), 48),
                        freqs = {1.0f, 0.1f, 0.01f, 0.001f};
-    std::vector<float> cur = rnd(size_t(2 * c.ratio * w), 49), prev = rnd(size_t(2 * c.ratio * d), 50),
-                       cache = rnd(size_t(cap * lc), 51);
+    std::vector<float> cur = rnd(static_cast<size_t>(2 * c.ratio * w), 49), prev = rnd(static_cast<size_t>(2 * c.ratio * d), 50),
+                       cache = rnd(static_cast<size_t>(cap * lc), 51);
     DevBuf<float> A(a), G(g), Ap(ape), Nm(norm), Fr(freqs), Cu(cur), Pv(prev), Ca(cache);
     ASSERT_EQ(cuda::launch_compressor(stream(), A.get(), la * F, G.get(), lg * F, c.n, Ap.get(), Nm.get(), 1e-6f,
                                       Fr.get(), half, c.ratio, d, c.pos0, Cu.get(), c.overlap ? Pv.get() : nullptr,
@@ -489,13 +489,13 @@ TEST(CudaOps, CompressorOverlapAndPlainAcrossBlocks) {
 TEST(CudaOps, IndexerScoresShards) {
   const int64_t hs = 2, shards = 2, H = 5, D = 40, n = 3, pos0 = 9, key_rows = 5, ld = 6, lq = H * D + 1, lw = H + 2,
                 lk = D + 1, lo = ld + 1;
-  std::vector<float> q = rnd(size_t(n * lq), 52), w = rnd(size_t(n * lw), 53), keys = rnd(size_t(key_rows * lk), 54),
-                     out = rnd(size_t(shards * n * lo), 55);
+  std::vector<float> q = rnd(static_cast<size_t>(n * lq), 52), w = rnd(static_cast<size_t>(n * lw), 53), keys = rnd(static_cast<size_t>(key_rows * lk), 54),
+                     out = rnd(static_cast<size_t>(shards * n * lo), 55);
   DevBuf<float> Q(q), Wt(w), K(keys), O(out);
   ASSERT_EQ(cuda::launch_indexer_scores(stream(), Q.get(), lq * F, Wt.get(), lw * F, K.get(), lk * F, key_rows, n, D,
                                         hs, shards, pos0, O.get(), lo * F, n * lo * F, ld),
             cudaSuccess);
-  std::vector<float> kp(size_t(key_rows * D));  // the CPU reference takes packed keys
+  std::vector<float> kp(static_cast<size_t>(key_rows * D));  // the CPU reference takes packed keys
   for (int64_t j = 0; j < key_rows; ++j) std::memcpy(kp.data() + j * D, keys.data() + j * lk, D * 4);
   for (int64_t k = 0; k < shards; ++k)
     for (int64_t t = 0; t < n; ++t)
@@ -505,6 +505,127 @@ TEST(CudaOps, IndexerScoresShards) {
   EXPECT_EQ(cuda::launch_indexer_scores(stream(), nullptr, 0, nullptr, 0, nullptr, 0, 2, 3, D, hs, shards, pos0,
                                         nullptr, 0, 0, ld),
             cudaErrorInvalidValue);  // 3 visible keys, 2 rows
+}
+
+// ---- DeepSeek-V4-Flash shapes (hidden 4096, hc 4, heads of 512 with rope 64, window 128, index
+// top-512 of 4-compressed rows, ratio-128 layers, 64 indexer heads of 128, 256 experts top-6) ------
+
+TEST(CudaOps, FlashShapes) {
+  {  // hc_pre + hc_head: hc 4 copies of 4096, 20 Sinkhorn iterations
+    const int hc = 4;
+    const int64_t n = 2, dim = 4096, W = hc * dim, R = (2 + hc) * hc;
+    std::vector<float> x = rnd(static_cast<size_t>(n * W), 60), fn = rnd(static_cast<size_t>(R * W), 61, -0.02f, 0.02f), scale = {0.5f, 1.f, 2.f},
+                       base = rnd(static_cast<size_t>(R), 62), y(static_cast<size_t>(n * dim)), mix(static_cast<size_t>(n * R)), h(static_cast<size_t>(n * dim));
+    DevBuf<float> X(x), Fn(fn), S(scale), B(base), Y(y), M(mix), H(h);
+    ASSERT_EQ(cuda::launch_hc_pre(stream(), X.get(), W * F, Fn.get(), W * F, S.get(), B.get(), hc, dim, n, 20, 1e-6f,
+                                  1e-6f, Y.get(), dim * F, M.get(), R * F),
+              cudaSuccess);
+    ASSERT_EQ(cuda::launch_hc_head(stream(), X.get(), W * F, Fn.get(), W * F, S.get(), B.get(), hc, dim, n, 1e-6f,
+                                   1e-6f, H.get(), dim * F),
+              cudaSuccess);
+    for (int64_t t = 0; t < n; ++t) {
+      cpu::hc_pre_row(x.data() + t * W, fn.data(), scale.data(), base.data(), hc, dim, 20, 1e-6f, 1e-6f,
+                      y.data() + t * dim, mix.data() + t * R);
+      cpu::hc_head_row(x.data() + t * W, fn.data(), scale.data(), base.data(), hc, dim, 1e-6f, 1e-6f,
+                       h.data() + t * dim);
+    }
+    expect_bits(Y.download(), y, "flash hc_pre y");
+    expect_bits(M.download(), mix, "flash hc_pre mix");
+    expect_bits(H.download(), h, "flash hc_head");
+  }
+  {  // sparse attention: 4 of the 64 heads of 512, window 128, ratio 4 (top-512 selection) and 128
+    const int64_t H = 4, D = 512, n = 2, win = 128, cap = 1024, ksel = 512;
+    for (int ratio : {4, 128}) {
+      const int64_t pos0 = ratio == 4 ? 3000 : 20000;
+      std::vector<float> q = rnd(static_cast<size_t>(n * H * D), 63, -0.2f, 0.2f), kv = rnd(static_cast<size_t>(n * D), 64),
+                         ring = rnd(static_cast<size_t>(win * D), 65), ckv = rnd(static_cast<size_t>(cap * D), 66), sinks = rnd(static_cast<size_t>(H), 67),
+                         out(static_cast<size_t>(n * H * D));
+      std::vector<int32_t> sel = rnd_i(static_cast<size_t>(n * ksel), 68, -1, int32_t(cap - 1));
+      DevBuf<float> Q(q), KV(kv), Rg(ring), C(ckv), Sk(sinks), O(out);
+      DevBuf<int32_t> Sl(sel);
+      ASSERT_EQ(cuda::launch_sparse_attention(stream(), Q.get(), H * D * F, KV.get(), D * F, Rg.get(), D * F, win,
+                                              C.get(), D * F, cap, Sl.get(), ksel * 4, ksel, Sk.get(), ratio, n, H, D,
+                                              pos0, 0.044f, O.get(), H * D * F),
+                cudaSuccess);
+      std::vector<float> scratch(static_cast<size_t>(win + cap));
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = pos0 + t;
+        std::vector<const float*> cand;
+        for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
+          cand.push_back(p >= pos0 ? kv.data() + (p - pos0) * D : ring.data() + (p % win) * D);
+        if (ratio == 4) {
+          for (int64_t i = 0; i < ksel; ++i)
+            if (sel[t * ksel + i] >= 0) cand.push_back(ckv.data() + sel[t * ksel + i] * D);
+        } else {
+          for (int64_t j = 0; j < cpu::compressed_visible(pos, ratio); ++j) cand.push_back(ckv.data() + j * D);
+        }
+        for (int64_t hh = 0; hh < H; ++hh)
+          cpu::attend_with_sink(q.data() + (t * H + hh) * D, cand.data(), int64_t(cand.size()), D, 0.044f, sinks[hh],
+                                out.data() + (t * H + hh) * D, scratch.data());
+      }
+      expect_bits(O.download(), out, "flash sparse_attention");
+    }
+  }
+  {  // indexer: 64 heads of 128 in one shard, 1024 visible compressed keys; then its top-512
+    const int64_t Hn = 64, D = 128, n = 1, pos0 = 4095, keys_n = 1024, ld = 1024, k = 512;
+    std::vector<float> q = rnd(static_cast<size_t>(n * Hn * D), 69), w = rnd(static_cast<size_t>(n * Hn), 70), keys = rnd(static_cast<size_t>(keys_n * D), 71),
+                       out = rnd(static_cast<size_t>(n * ld), 72);
+    DevBuf<float> Q(q), Wt(w), K(keys), O(out);
+    ASSERT_EQ(cuda::launch_indexer_scores(stream(), Q.get(), Hn * D * F, Wt.get(), Hn * F, K.get(), D * F, keys_n, n,
+                                          D, Hn, 1, pos0, O.get(), ld * F, n * ld * F, ld),
+              cudaSuccess);
+    cpu::indexer_scores(q.data(), w.data(), Hn, D, keys.data(), cpu::compressed_visible(pos0, 4), out.data());
+    expect_bits(O.download(), out, "flash indexer_scores");
+    std::vector<int32_t> top(static_cast<size_t>(k), 0), idx(static_cast<size_t>(ld));
+    DevBuf<int32_t> T(top);
+    ASSERT_EQ(cuda::launch_topk(stream(), O.get(), ld * F, n, ld, pos0, 4, T.get(), k * 4, k), cudaSuccess);
+    cpu::topk_desc_into(out.data(), cpu::compressed_visible(pos0, 4), k, top.data(), idx.data());
+    expect_bits(T.download(), top, "flash topk");
+  }
+  {  // router: 256 experts, top-6 with bias, normalized, route scale 1.5
+    const int64_t n = 3, E = 256, K = 6;
+    std::vector<float> logits = rnd(static_cast<size_t>(n * E), 73, -4, 4), bias = rnd(static_cast<size_t>(E), 74, -0.1f, 0.1f),
+                       w(static_cast<size_t>(n * K));
+    std::vector<int32_t> ids(static_cast<size_t>(n * K));
+    DevBuf<float> L(logits), B(bias), Wt(w);
+    DevBuf<int32_t> I(ids);
+    ASSERT_EQ(cuda::launch_router(stream(), L.get(), E * F, n, E, K, B.get(), nullptr, 0, 0, nullptr, true, 1.5f,
+                                  I.get(), K * 4, Wt.get(), K * F),
+              cudaSuccess);
+    std::vector<float> scratch(static_cast<size_t>(2 * E));
+    std::vector<int32_t> iscratch(static_cast<size_t>(E));
+    for (int64_t t = 0; t < n; ++t)
+      cpu::route_token_into(logits.data() + t * E, int(E), int(K), bias.data(), nullptr, true, 1.5f,
+                            ids.data() + t * K, w.data() + t * K, scratch.data(), iscratch.data());
+    expect_bits(I.download(), ids, "flash router ids");
+    expect_bits(Wt.download(), w, "flash router weights");
+  }
+  {  // compressor: head 512 with rope 64; ratio 4 (overlap) over 9 tokens, ratio 128 over 130
+    for (int ratio : {4, 128}) {
+      const bool overlap = ratio == 4;
+      const int64_t d = 512, w = overlap ? 2 * d : d, n = overlap ? 9 : 130, cap = 8;
+      const int half = 32;
+      std::vector<float> a = rnd(static_cast<size_t>(n * w), 75), g = rnd(static_cast<size_t>(n * w), 76, -3, 3), ape = rnd(static_cast<size_t>(ratio * w), 77),
+                         norm = rnd(static_cast<size_t>(d), 78), freqs(static_cast<size_t>(half)), cur(static_cast<size_t>(2 * ratio * w), 0.0f),
+                         prev(static_cast<size_t>(2 * ratio * d), 0.0f), cache(static_cast<size_t>(cap * d), 0.0f);
+      for (int i = 0; i < half; ++i) freqs[i] = float(1.0 / std::pow(10000.0, 2.0 * i / 64));
+      DevBuf<float> A(a), G(g), Ap(ape), Nm(norm), Fr(freqs), Cu(cur), Pv(prev), Ca(cache);
+      ASSERT_EQ(cuda::launch_compressor(stream(), A.get(), w * F, G.get(), w * F, n, Ap.get(), Nm.get(), 1e-6f,
+                                        Fr.get(), half, ratio, d, 0, Cu.get(), overlap ? Pv.get() : nullptr, Ca.get(),
+                                        d * F, cap),
+                cudaSuccess);
+      cpu::CompressorView v{ratio, d, cur.data(), cur.data() + ratio * w, overlap ? prev.data() : nullptr,
+                            overlap ? prev.data() + ratio * d : nullptr};
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t b = t / ratio;
+        if (!cpu::compressor_push(v, t, a.data() + t * w, g.data() + t * w, ape.data(), cache.data() + b * d)) continue;
+        cpu::rmsnorm_row(cache.data() + b * d, norm.data(), d, 1e-6f, cache.data() + b * d);
+        cpu::rope_apply(cache.data() + b * d, d, freqs.data(), half, b * ratio, false);
+      }
+      expect_bits(Ca.download(), cache, "flash compressor cache");
+      expect_bits(Cu.download(), cur, "flash compressor cur");
+    }
+  }
 }
 
 }  // namespace
