@@ -38,9 +38,10 @@ struct WRows {
 };
 
 // ---- dot_f32.cpp ---------------------------------------------------------------------------
-/// Dot product of two FP32 vectors of length n in the fixed order: 8 interleaved partial sums
-/// (lane k takes elements i with i % 8 == k, ascending), then ((s0+s4)+(s1+s5))+((s2+s6)+(s3+s7)),
-/// then the tail elements ascending. Products and sums rounded separately (no FMA).
+/// Dot product of two FP32 vectors of length n (>= 0) in the contract's order
+/// (kernels/quant/dot_f32.h): 32 lanes, lane l takes i % 32 == l ascending as acc_l = fma(a, b,
+/// acc_l) from +0, then the butterfly off = 16, 8, 4, 2, 1; bit-identical to quant::dot_f32_ref
+/// in every SIMD family (AVX-512F, AVX2+FMA, scalar).
 float dot_f32(const float* a, const float* b, int64_t n);
 /// Four dot products of `w` with x[0..3] (each bit-identical to dot_f32(w, x[k], n)).
 void dot_f32_x4(const float* w, const float* const* x, int64_t n, float* out);

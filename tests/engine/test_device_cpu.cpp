@@ -153,15 +153,13 @@ TEST(DeviceCpu, Q8MatmulEqualsPerRowDotForEveryType) {
 }
 
 TEST(DeviceCpu, DotF32FollowsTheDocumentedOrderExactly) {
-  for (int64_t n : {0, 1, 7, 8, 9, 64, 131, 1000}) {
+  for (int64_t n : {0, 1, 7, 8, 9, 31, 32, 33, 64, 131, 1000}) {
     auto a = randn(n, 10 + n), b = randn(n, 20 + n);
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) s[k] = s[k] + a[i + k] * b[i + k];
-    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; ++i) r = r + a[i] * b[i];
-    EXPECT_EQ(cpu::dot_f32(a.data(), b.data(), n), r) << n;
+    float s[32] = {};
+    for (int64_t i = 0; i < n; ++i) s[i % 32] = std::fma(a[i], b[i], s[i % 32]);
+    for (int off = 16; off >= 1; off /= 2)
+      for (int l = 0; l < off; ++l) s[l] = s[l] + s[l + off];
+    EXPECT_EQ(cpu::dot_f32(a.data(), b.data(), n), s[0]) << n;
   }
 }
 
