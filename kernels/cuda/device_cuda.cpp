@@ -2,8 +2,7 @@
 // Each op maps its Tensors to raw device pointers and row strides and calls a launcher:
 // the matrix products from kernels/cuda/ops/ops_cuda_matmul.h (F32 / FP8_QDQ: exact decode +
 // the dot_f32 order; Q8_1: quantize_q8_1 + MMVQ (n <= 8) or MMQ from quant_matmul.h, bit-exact
-// to cpu::vec_dot_q8_1), the other ops from kernels/cuda/ops/ops_cuda.h (h18c's launchers; an op
-// whose launcher does not exist yet aborts with a "not yet" message).
+// to cpu::vec_dot_q8_1), the other ops from kernels/cuda/ops/ops_cuda.h.
 #include "kernels/cuda/device_cuda.h"
 
 #include <cuda_runtime_api.h>
@@ -21,10 +20,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
-#if __has_include("kernels/cuda/ops/ops_cuda.h")
 #include "kernels/cuda/ops/ops_cuda.h"
-#define DS4_HAVE_OPS_CUDA 1
-#endif
 
 namespace ds4::cuda {
 
@@ -96,6 +92,7 @@ float* fp(const Tensor& t) {
   DS4_CHECK(t.type == GgmlType::F32 && t.nb1 % 4 == 0);
   return reinterpret_cast<float*>(ptr(t));
 }
+float* fp_or_null(const Tensor& t) { return t.empty() ? nullptr : fp(t); }
 int32_t* ip(const Tensor& t) {
   DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
   return reinterpret_cast<int32_t*>(ptr(t));
@@ -108,12 +105,6 @@ void check_launch(cudaError_t e, const char* op) {
     std::fprintf(stderr, "ds4: CUDA backend: %s failed: %s (%s)\n", op, cudaGetErrorName(e), cudaGetErrorString(e));
     std::abort();
   }
-}
-
-[[noreturn]] void not_yet(const char* op) {
-  std::fprintf(stderr, "ds4: CUDA backend: op %s is not implemented yet (its launcher in kernels/cuda/ops/ops_cuda.h "
-               "does not exist in this build)\n", op);
-  std::abort();
 }
 
 /// Grow-only device scratch (owned by the device; ops on one stream reuse it in order).
@@ -276,46 +267,141 @@ class CudaDevice final : public dev::Device {
     }
   }
 
-  // ---- the other ops (kernels/cuda/ops/ops_cuda.h, helper h18c) ----------------------------
-  void owner_rows(dev::Stream&, const Tensor&, const Tensor&, int64_t, const Tensor&) override { not_yet("owner_rows"); }
-  void hc_expand(dev::Stream&, const Tensor&, int, const Tensor&) override { not_yet("hc_expand"); }
-  void rmsnorm(dev::Stream&, const Tensor&, const Tensor&, float, const Tensor&) override { not_yet("rmsnorm"); }
-  void hc_pre(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int, float, float,
-              const Tensor&, const Tensor&) override {
-    not_yet("hc_pre");
+  // ---- the other ops (kernels/cuda/ops/ops_cuda.h, helper h18c's launchers) -----------------
+  void owner_rows(dev::Stream& s, const Tensor& all, const Tensor& ids, int64_t rows_per_rank, const Tensor& out) override {
+    const int64_t n = out.ne1;
+    DS4_CHECK(all.ne0 == out.ne0 && n > 0 && all.ne1 % n == 0);
+    check_launch(launch_owner_rows(cs(s), fp(all), all.nb1, all.ne1, ip(ids), rows_per_rank, n, out.ne0, fp(out), out.nb1),
+                 "owner_rows");
   }
-  void hc_post(dev::Stream&, const Tensor&, const Tensor&, int, const Tensor&) override { not_yet("hc_post"); }
-  void hc_head(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, float, float,
-               const Tensor&) override {
-    not_yet("hc_head");
+  void hc_expand(dev::Stream& s, const Tensor& e, int hc, const Tensor& x) override {
+    DS4_CHECK(x.ne0 == hc * e.ne0 && x.ne1 == e.ne1);
+    check_launch(launch_hc_expand(cs(s), fp(e), e.nb1, e.ne1, e.ne0, hc, fp(x), x.nb1), "hc_expand");
   }
-  void rope(dev::Stream&, const Tensor&, int64_t, const Tensor&, const Tensor&, bool) override { not_yet("rope"); }
-  void compressor(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, int,
-                  int64_t, const Tensor&, const Tensor&, const Tensor&) override {
-    not_yet("compressor");
+  void rmsnorm(dev::Stream& s, const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
+    DS4_CHECK(x.ne0 == y.ne0 && x.ne1 == y.ne1 && (weight.empty() || weight.ne0 * weight.ne1 == x.ne0));
+    check_launch(launch_rmsnorm(cs(s), fp(x), x.nb1, fp_or_null(weight), x.ne1, x.ne0, eps, fp(y), y.nb1), "rmsnorm");
   }
-  void indexer_scores(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
-                      const Tensor&) override {
-    not_yet("indexer_scores");
+  void hc_pre(dev::Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
+              int iters, float hc_eps, float norm_eps, const Tensor& y, const Tensor& mix) override {
+    const int64_t dim = y.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && mix.ne0 == (2 + hc) * hc && x.ne1 == y.ne1 && x.ne1 == mix.ne1);
+    check_launch(launch_hc_pre(cs(s), fp(x), x.nb1, fp(fn), fn.nb1, fp(scale), fp(base), hc, dim, x.ne1, iters, hc_eps,
+                               norm_eps, fp(y), y.nb1, fp(mix), mix.nb1),
+                 "hc_pre");
   }
-  void ordered_sum(dev::Stream&, const Tensor&, int64_t, const Tensor&) override { not_yet("ordered_sum"); }
-  void topk(dev::Stream&, const Tensor&, int64_t, int, const Tensor&) override { not_yet("topk"); }
-  void sparse_attention(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, int, int64_t, float, const Tensor&) override {
-    not_yet("sparse_attention");
+  void hc_post(dev::Stream& s, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) override {
+    const int64_t dim = f.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && x.ne1 == f.ne1 && mix.ne1 == f.ne1);
+    check_launch(launch_hc_post(cs(s), fp(f), f.nb1, fp(mix), mix.nb1, hc, dim, f.ne1, fp(x), x.nb1), "hc_post");
   }
-  void window_store(dev::Stream&, const Tensor&, int64_t, const Tensor&) override { not_yet("window_store"); }
-  void act_qdq(dev::Stream&, const Tensor&, int64_t, dev::QdqMode, int64_t, int64_t) override { not_yet("act_qdq"); }
-  void copy(dev::Stream&, const Tensor&, const Tensor&) override { not_yet("copy"); }
-  void add(dev::Stream&, const Tensor&, const Tensor&) override { not_yet("add"); }
-  void scale(dev::Stream&, const Tensor&, float) override { not_yet("scale"); }
-  void fill(dev::Stream&, const Tensor&, float) override { not_yet("fill"); }
-  void router(dev::Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, float, const Tensor&,
-              const Tensor&) override {
-    not_yet("router");
+  void hc_head(dev::Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
+               float hc_eps, float norm_eps, const Tensor& h) override {
+    const int64_t dim = h.ne0;
+    DS4_CHECK(x.ne0 == hc * dim && x.ne1 == h.ne1);
+    check_launch(launch_hc_head(cs(s), fp(x), x.nb1, fp(fn), fn.nb1, fp(scale), fp(base), hc, dim, x.ne1, hc_eps,
+                                norm_eps, fp(h), h.nb1),
+                 "hc_head");
   }
-  void swiglu(dev::Stream&, const Tensor&, const Tensor&, float, const Tensor&) override { not_yet("swiglu"); }
-  void moe_combine(dev::Stream&, const Tensor&, const Tensor&, const Tensor&) override { not_yet("moe_combine"); }
+  void rope(dev::Stream& s, const Tensor& x, int64_t heads, const Tensor& freqs, const Tensor& pos, bool inverse) override {
+    DS4_CHECK(x.ne0 % heads == 0 && pos.ne0 * pos.ne1 == x.ne1);
+    const int64_t D = x.ne0 / heads;
+    const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
+    DS4_CHECK(2 * half <= D);
+    check_launch(launch_rope(cs(s), fp(x), x.nb1, x.ne1, heads, D, fp(freqs), half, ip(pos), inverse), "rope");
+  }
+  void compressor(dev::Stream& s, const Tensor& a, const Tensor& g, const Tensor& ape, const Tensor& norm, float eps,
+                  const Tensor& freqs, int ratio, int64_t pos0, const Tensor& cur, const Tensor& prev,
+                  const Tensor& cache) override {
+    const int64_t d = cache.ne0, w = a.ne0;
+    const bool overlap = !prev.empty();
+    DS4_CHECK(ratio > 0 && ratio <= 128 && w == (overlap ? 2 * d : d) && g.ne0 == w && a.ne1 == g.ne1);
+    DS4_CHECK(cur.ne0 * cur.ne1 == 2 * ratio * w && (!overlap || prev.ne0 * prev.ne1 == 2 * ratio * d));
+    DS4_CHECK(cur.contiguous() && (prev.empty() || prev.contiguous()));
+    const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
+    check_launch(launch_compressor(cs(s), fp(a), a.nb1, fp(g), g.nb1, a.ne1, fp(ape), fp_or_null(norm), eps, fp(freqs),
+                                   half, ratio, d, pos0, fp(cur), overlap ? fp(prev) : nullptr, fp(cache), cache.nb1,
+                                   cache.ne1),
+                 "compressor");
+  }
+  void indexer_scores(dev::Stream& s, const Tensor& q, const Tensor& w, const Tensor& keys, int64_t hs, int64_t pos0,
+                      const Tensor& out) override {
+    const int64_t n = q.ne1, D = keys.ne0, shards = out.ne2, H = w.ne0;
+    DS4_CHECK(q.ne0 == H * D && w.ne1 == n && out.ne1 == n && shards * hs <= H);
+    check_launch(launch_indexer_scores(cs(s), fp(q), q.nb1, fp(w), w.nb1, fp(keys), keys.nb1, keys.ne1, n, D, hs, shards,
+                                       pos0, fp(out), out.nb1, out.nb2, out.ne0),
+                 "indexer_scores");
+  }
+  void ordered_sum(dev::Stream& s, const Tensor& src, int64_t parts, const Tensor& dst) override {
+    const int64_t m = dst.ne0 * dst.ne1 * dst.ne2;
+    DS4_CHECK(src.contiguous() && dst.contiguous() && src.ne0 * src.ne1 * src.ne2 == parts * m);
+    check_launch(launch_ordered_sum(cs(s), fp(src), parts, m, fp(dst)), "ordered_sum");
+  }
+  void topk(dev::Stream& s, const Tensor& scores, int64_t pos0, int ratio, const Tensor& out) override {
+    DS4_CHECK(scores.ne1 == out.ne1);
+    check_launch(launch_topk(cs(s), fp(scores), scores.nb1, out.ne1, scores.ne0, pos0, ratio, ip(out), out.nb1, out.ne0),
+                 "topk");
+  }
+  void sparse_attention(dev::Stream& s, const Tensor& q, const Tensor& kv, const Tensor& ring, const Tensor& ckv,
+                        const Tensor& sel, const Tensor& sinks, int ratio, int64_t pos0, float scale,
+                        const Tensor& out) override {
+    const int64_t n = q.ne1, D = kv.ne0, win = ring.ne1, H = q.ne0 / D;
+    DS4_CHECK(q.ne0 == H * D && out.ne0 == q.ne0 && out.ne1 == n && kv.ne1 == n && ring.ne0 == D);
+    DS4_CHECK(sinks.ne0 * sinks.ne1 >= H);
+    const bool has_sel = !sel.empty();
+    check_launch(launch_sparse_attention(cs(s), fp(q), q.nb1, fp(kv), kv.nb1, fp(ring), ring.nb1, win,
+                                         ckv.empty() ? nullptr : fp(ckv), ckv.empty() ? 0 : ckv.nb1,
+                                         ckv.empty() ? 0 : ckv.ne1, has_sel ? ip(sel) : nullptr, has_sel ? sel.nb1 : 0,
+                                         has_sel ? sel.ne0 : 0, fp(sinks), ratio, n, H, D, pos0, scale, fp(out), out.nb1),
+                 "sparse_attention");
+  }
+  void window_store(dev::Stream& s, const Tensor& kv, int64_t pos0, const Tensor& ring) override {
+    DS4_CHECK(kv.ne0 == ring.ne0);
+    check_launch(launch_window_store(cs(s), fp(kv), kv.nb1, kv.ne1, kv.ne0, pos0, fp(ring), ring.nb1, ring.ne1),
+                 "window_store");
+  }
+  void act_qdq(dev::Stream& s, const Tensor& x, int64_t heads, dev::QdqMode mode, int64_t len, int64_t block) override {
+    DS4_CHECK(x.type == GgmlType::F32 && heads > 0 && x.ne0 % heads == 0 && x.ne2 == 1);
+    check_launch(launch_act_qdq(cs(s), fp(x), x.nb1, x.ne1, heads, x.ne0 / heads, mode == dev::QdqMode::HadamardFp4,
+                                len, block),
+                 "act_qdq");
+  }
+  void copy(dev::Stream& s, const Tensor& src, const Tensor& dst) override {
+    DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1 && src.type == dst.type);
+    DS4_CHECK((src.type == GgmlType::F32 || src.type == GgmlType::I32) && src.nb1 % 4 == 0 && dst.nb1 % 4 == 0);
+    check_launch(launch_copy(cs(s), ptr(src), src.nb1, ptr(dst), dst.nb1, src.ne1, src.ne0), "copy");
+  }
+  void add(dev::Stream& s, const Tensor& dst, const Tensor& src) override {
+    DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1);
+    check_launch(launch_add(cs(s), fp(dst), dst.nb1, fp(src), src.nb1, src.ne1, src.ne0), "add");
+  }
+  void scale(dev::Stream& s, const Tensor& x, float factor) override {
+    check_launch(launch_scale(cs(s), fp(x), x.nb1, x.ne1, x.ne0, factor), "scale");
+  }
+  void fill(dev::Stream& s, const Tensor& x, float value) override {
+    check_launch(launch_fill(cs(s), fp(x), x.nb1, x.ne1, x.ne0, value), "fill");
+  }
+  void router(dev::Stream& s, const Tensor& logits, const Tensor& bias, const Tensor& tid2eid, const Tensor& tokens,
+              bool normalize, float route_scale, const Tensor& ids, const Tensor& weights) override {
+    const int64_t n = logits.ne1, E = logits.ne0, K = ids.ne0;
+    DS4_CHECK(ids.ne1 == n && weights.ne1 == n && weights.ne0 == K && K <= E);
+    const bool hash = !tid2eid.empty();
+    DS4_CHECK(!hash || tid2eid.ne0 == K);
+    check_launch(launch_router(cs(s), fp(logits), logits.nb1, n, E, K, fp_or_null(bias), hash ? ip(tid2eid) : nullptr,
+                               hash ? tid2eid.nb1 : 0, hash ? tid2eid.ne1 : 0, hash ? ip(tokens) : nullptr, normalize,
+                               route_scale, ip(ids), ids.nb1, fp(weights), weights.nb1),
+                 "router");
+  }
+  void swiglu(dev::Stream& s, const Tensor& g, const Tensor& u, float limit, const Tensor& row_weight) override {
+    DS4_CHECK(g.ne0 == u.ne0 && g.ne1 == u.ne1);
+    check_launch(launch_swiglu(cs(s), fp(g), g.nb1, fp(u), u.nb1, g.ne1, g.ne0, limit, fp_or_null(row_weight)), "swiglu");
+  }
+  void moe_combine(dev::Stream& s, const Tensor& slots, const Tensor& ids, const Tensor& out) override {
+    const int64_t n = out.ne1, dim = out.ne0, K = ids.ne0;
+    DS4_CHECK(slots.ne1 == n * K && slots.ne0 == dim && ids.ne1 == n);
+    check_launch(launch_moe_combine(cs(s), fp(slots), slots.nb1, ip(ids), ids.nb1, n, K, dim, fp(out), out.nb1),
+                 "moe_combine");
+  }
   Result<void> all_gather(dev::Stream&, comm::Comm&, const Tensor&, const Tensor&) override {
     return Error{"CUDA backend: all_gather: expected tp=1 (NCCL collectives are the next issue)"};
   }
