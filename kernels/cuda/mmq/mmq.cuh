@@ -20,11 +20,12 @@
 // tests/gpu/test_mmq_host_sim.cpp runs it on 128 host threads with emulated intrinsics.
 #pragma once
 
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/common/chunk_decode.cuh"
 #include "kernels/cuda/common/mma.cuh"
 #include "kernels/cuda/mmq/lane_tree.h"
 #include "kernels/cuda/mmq/mmq_layout.h"
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(DS4_CUDA_EMU)
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/quant_matmul.h"
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(kMmqThreads)
   }
 }
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(DS4_CUDA_EMU)  // launchers: nvcc, or the CUDA emulation
 static_assert(kMmqCols == kMmqTileCols, "quant_matmul.h tile width and the kernel's must agree");
 
 /// Launches mmq_kernel. Dense: W != null, tiles == null, grid.y = ceil(n_cols / 16).
@@ -221,9 +222,9 @@ cudaError_t launch_mmq(const void* W, const void* const* w_experts, int64_t rows
   const auto* a = static_cast<const BlockQ8_1*>(act);
   const auto* w = static_cast<const uint8_t*>(W);
   if (use_mma)
-    mmq_kernel<Tr, true><<<grid, block, 0, stream>>>(w, w_experts, rows, rb, nchunks, a, n_cols, colmap, tiles, counters, y);
+    DS4_LAUNCH((mmq_kernel<Tr, true>), grid, block, 0, stream, w, w_experts, rows, rb, nchunks, a, n_cols, colmap, tiles, counters, y);
   else
-    mmq_kernel<Tr, false><<<grid, block, 0, stream>>>(w, w_experts, rows, rb, nchunks, a, n_cols, colmap, tiles, counters, y);
+    DS4_LAUNCH((mmq_kernel<Tr, false>), grid, block, 0, stream, w, w_experts, rows, rb, nchunks, a, n_cols, colmap, tiles, counters, y);
   return cudaGetLastError();
 }
 #endif  // __CUDACC__

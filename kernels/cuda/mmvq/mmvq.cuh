@@ -12,8 +12,9 @@
 // tests/gpu/test_mmq_host_sim.cpp runs them on host threads with emulated intrinsics.
 #pragma once
 
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/common/chunk_decode.cuh"
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(DS4_CUDA_EMU)
 #include <cuda_runtime.h>
 #endif
 
@@ -110,7 +111,7 @@ __global__ void chunk_partials_kernel(const uint8_t* __restrict__ row, int64_t n
   P[b] = chunk_dot_dp4a<Tr::kEpi>(w, m, a);
 }
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(DS4_CUDA_EMU)  // launchers: nvcc, or the CUDA emulation
 /// Bytes of one weight row of Tr with `cols` elements.
 template <class Tr>
 constexpr int64_t tr_row_bytes(int64_t cols) {
@@ -131,8 +132,8 @@ cudaError_t launch_mmvq(const void* Wg, const void* Wu, int64_t rows, int64_t co
     const auto* a = static_cast<const BlockQ8_1*>(act) + c0 * nchunks;
     float* yc = y + c0 * rows;
 #define DS4_MMVQ_LAUNCH(NC)                                                                          \
-  if (wu) mmvq_swiglu_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, wu, rows, rb, nchunks, a, nchunks, nc, limit, yc); \
-  else mmvq_kernel<Tr, NC><<<grid, block, 0, stream>>>(wg, rows, rb, nchunks, a, nchunks, nc, yc);
+  if (wu) DS4_LAUNCH((mmvq_swiglu_kernel<Tr, NC>), grid, block, 0, stream, wg, wu, rows, rb, nchunks, a, nchunks, nc, limit, yc); \
+  else DS4_LAUNCH((mmvq_kernel<Tr, NC>), grid, block, 0, stream, wg, rows, rb, nchunks, a, nchunks, nc, yc);
     // Accumulator arrays of 1, 2, 4 or 8 columns (fewer instantiations; bits unaffected).
     if (nc == 1) {
       DS4_MMVQ_LAUNCH(1)
@@ -154,8 +155,8 @@ cudaError_t launch_mmvq(const void* Wg, const void* Wu, int64_t rows, int64_t co
 template <class Tr>
 cudaError_t launch_chunk_partials(const void* w_row, int64_t cols, const void* act, float* P, cudaStream_t stream) {
   const int64_t nchunks = cols / 32;
-  chunk_partials_kernel<Tr><<<unsigned((nchunks + 127) / 128), 128, 0, stream>>>(
-      static_cast<const uint8_t*>(w_row), nchunks, static_cast<const BlockQ8_1*>(act), P);
+  DS4_LAUNCH(chunk_partials_kernel<Tr>, unsigned((nchunks + 127) / 128), 128, 0, stream,
+             static_cast<const uint8_t*>(w_row), nchunks, static_cast<const BlockQ8_1*>(act), P);
   return cudaGetLastError();
 }
 #endif  // __CUDACC__

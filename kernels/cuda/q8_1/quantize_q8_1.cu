@@ -4,6 +4,7 @@
 // quant::quantize_block_q8_1 (kernels/quant/quantize_q8.h): IEEE division (no fast math),
 // roundf, the same fp16 rounding code as the CPU, so the blocks equal cpu::quantize_row_q8_1's
 // bit for bit.
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/quant/quantize_q8.h"
 
@@ -30,7 +31,7 @@ cudaError_t quantize_q8_1(const float* x, int64_t n, int64_t cols, void* act, cu
   if (!x || !act || reinterpret_cast<uintptr_t>(act) % 4 != 0)
     return cudaErrorInvalidValue;
   const int64_t n_blocks = n * (cols / 32);
-  quantize_q8_1_kernel<<<unsigned((n_blocks + 127) / 128), 128, 0, stream>>>(x, n_blocks, static_cast<quant::BlockQ8_1*>(act));
+  DS4_LAUNCH(quantize_q8_1_kernel, unsigned((n_blocks + 127) / 128), 128, 0, stream, x, n_blocks, static_cast<quant::BlockQ8_1*>(act));
   return cudaGetLastError();
 }
 
