@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -106,11 +107,12 @@ struct Executor {
   std::vector<unsigned> warp_order;
   char* dyn = nullptr;  // 64 KiB + guard page
   uint64_t serial = 0;
+  ~Executor();
 };
-thread_local Executor* t_exec = nullptr;
+thread_local std::unique_ptr<Executor> t_exec;  // freed when the OS thread exits
 
 Executor& exec() {
-  if (!t_exec) t_exec = new Executor();  // never freed: lives as long as the OS thread's work
+  if (!t_exec) t_exec = std::make_unique<Executor>();
   return *t_exec;
 }
 
@@ -125,6 +127,15 @@ Fiber* new_fiber() {
   auto* f = new Fiber();
   f->stack = static_cast<char*>(m) + pg;
   return f;
+}
+
+Executor::~Executor() {
+  const size_t pg = page_bytes();
+  for (Fiber* f : fibers) {
+    munmap(f->stack - pg, stack_bytes() + pg);
+    delete f;
+  }
+  if (dyn) munmap(dyn, 64 * 1024 + pg);
 }
 
 void release_waiters_after_exit(BlockState& b, WarpState& w);

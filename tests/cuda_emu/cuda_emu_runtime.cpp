@@ -80,6 +80,7 @@ struct State {
   std::mt19937_64 rng{1};
   bool unprotected = false;
   size_t fill_cap = 256u << 20;
+  bool no_protect = false;  // DS4_CUDA_EMU_NO_PROTECT=1: device memory stays host-accessible (speed)
   Stats stats;
 };
 
@@ -91,6 +92,7 @@ State& st() {
     for (auto& d : p->dev) d.vram = env_size("DS4_CUDA_EMU_VRAM_MB", 11264) << 20;
     p->rng.seed(env_size("DS4_CUDA_EMU_SEED", 1));
     p->fill_cap = env_size("DS4_CUDA_EMU_FILL_MB", 256) << 20;
+    p->no_protect = env_size("DS4_CUDA_EMU_NO_PROTECT", 0) != 0;
     return p;
   }();
   return *s;
@@ -124,7 +126,7 @@ DeviceMem& dev_mem(State& s, int d) {
 
 /// Device memory readable and writable (while the emulator runs work) or not (host code).
 void set_access(State& s, bool rw) {
-  if (s.unprotected == rw) return;
+  if (s.unprotected == rw || (!rw && s.no_protect)) return;
   for (auto& d : s.dev)
     if (d.base && d.hwm) mprotect(d.base, d.hwm, rw ? PROT_READ | PROT_WRITE : PROT_NONE);
   s.unprotected = rw;
@@ -700,12 +702,15 @@ cudaError_t cudaMalloc(void** p, size_t n) {
     m.requested[off] = n;
     m.used += need;
     const size_t end = (off + need + page() - 1) / page() * page();
-    const bool was = s.unprotected;
-    set_access(s, false);
-    m.hwm = std::max(m.hwm, end);
-    set_access(s, true);
-    fill_garbage(m.base + off, std::min(need, s.fill_cap));  // cudaMalloc does not zero
-    set_access(s, was);
+    if (end > m.hwm) {  // newly used pages get the region's current protection
+      mprotect(m.base + m.hwm, end - m.hwm, s.unprotected ? PROT_READ | PROT_WRITE : PROT_NONE);
+      m.hwm = end;
+    }
+    const size_t fill = std::min(need, s.fill_cap);
+    const size_t pb = off / page() * page(), pe = (off + fill + page() - 1) / page() * page();
+    if (!s.unprotected) mprotect(m.base + pb, pe - pb, PROT_READ | PROT_WRITE);
+    fill_garbage(m.base + off, fill);  // cudaMalloc does not zero
+    if (!s.unprotected) mprotect(m.base + pb, pe - pb, PROT_NONE);
     *p = m.base + off;
     return cudaSuccess;
   }
