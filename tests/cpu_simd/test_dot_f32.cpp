@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/dot_f32.h"
 
 namespace ds4 {
@@ -85,6 +86,60 @@ TEST(DotF32, EveryFamilyEqualsTheScalarReference) {
     }
   }
   EXPECT_GE(families, 1);
+}
+
+/// A random row of `type` (F32 / F16 / BF16) of n elements: random finite bit patterns (normals,
+/// subnormals, zeros of both signs) so every conversion case is exercised.
+std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937_64& rng) {
+  const int size = type == GgmlType::F32 ? 4 : 2;
+  std::vector<uint8_t> row(size_t(n * size) + 8);
+  std::uniform_int_distribution<uint32_t> u;
+  for (int64_t i = 0; i < n; ++i) {
+    if (type == GgmlType::F32) {
+      float f = std::ldexp(std::normal_distribution<float>(0, 1)(rng), int(u(rng) % 41) - 20);
+      std::memcpy(&row[size_t(i * 4)], &f, 4);
+    } else {
+      uint16_t h = uint16_t(u(rng));
+      const uint16_t exp_mask = type == GgmlType::F16 ? 0x7C00 : 0x7F80;
+      if ((h & exp_mask) == exp_mask) h = uint16_t(h & ~0x4000);  // no Inf/NaN
+      if (type == GgmlType::BF16 && ((h >> 7) & 0xFF) > 0x90) h = uint16_t(h & ~0x2000);  // keep sums finite-ish
+      std::memcpy(&row[size_t(i * 2)], &h, 2);
+    }
+  }
+  return row;
+}
+
+TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
+  ModeGuard g;
+  std::mt19937_64 rng(1919);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      ASSERT_TRUE(cpu::has_fused_dot_f32(type));
+      for (int64_t n : kLengths) {
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<std::vector<float>> wd, x;
+        for (int k = 0; k < 4; ++k) {
+          w.push_back(random_row(type, n, rng));
+          wd.emplace_back(size_t(n) + 1);
+          cpu::dequantize_row(type, w[size_t(k)].data(), wd[size_t(k)].data(), n);
+          x.push_back(spread(n, rng));
+        }
+        const void* wp[4] = {w[0].data(), w[1].data(), w[2].data(), w[3].data()};
+        const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
+        SCOPED_TRACE(::testing::Message() << "mode " << int(m) << " type " << int(type) << " n " << n);
+        EXPECT_EQ(bits(cpu::dot_row_f32(type, wp[0], xp[0], n)), bits(quant::dot_f32_ref(wd[0].data(), xp[0], n)));
+        float x4[4], r4[4];
+        cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
+        cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
+          EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+        }
+      }
+    }
+  }
 }
 
 TEST(DotF32, InfAndNanPropagate) {
