@@ -116,7 +116,8 @@ TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
     cpu::set_simd_mode(m);
     if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-      ASSERT_TRUE(cpu::has_fused_dot_f32(type));
+      ASSERT_TRUE(cpu::can_dot_row_f32(type));
+      if (m != SimdMode::ForceScalar) { EXPECT_TRUE(cpu::has_fused_dot_f32(type)); }
       for (int64_t n : kLengths) {
         std::vector<std::vector<uint8_t>> w;
         std::vector<std::vector<float>> wd, x;
@@ -130,6 +131,64 @@ TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
         const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
         SCOPED_TRACE(::testing::Message() << "mode " << int(m) << " type " << int(type) << " n " << n);
         EXPECT_EQ(bits(cpu::dot_row_f32(type, wp[0], xp[0], n)), bits(quant::dot_f32_ref(wd[0].data(), xp[0], n)));
+        float x4[4], r4[4];
+        cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
+        cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
+          EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+        }
+      }
+    }
+  }
+}
+
+/// Random blocks of a block type (Q8_0: finite fp16 scale, any codes; MXFP4: scale 2^-28..2^22, any
+/// codes; F8_E4M3_R128: scale 2^-27..2^23, any E4M3 code but the NaN ones).
+std::vector<uint8_t> random_blocks(GgmlType type, int64_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> row(size_t(cpu::row_bytes(type, n)));
+  std::uniform_int_distribution<int> byte(0, 255), e(100, 150);
+  for (auto& b : row) b = uint8_t(byte(rng));
+  if (type == GgmlType::Q8_0) {
+    for (size_t o = 0; o < row.size(); o += 34) row[o + 1] = uint8_t(row[o + 1] & 0x3F);  // |d| < 2
+  } else if (type == GgmlType::MXFP4) {
+    for (size_t o = 0; o < row.size(); o += 17) row[o] = uint8_t(e(rng));
+  } else {
+    for (size_t o = 0; o < row.size(); o += 129) {
+      row[o] = uint8_t(e(rng));
+      for (size_t j = 1; j <= 128; ++j)
+        if ((row[o + j] & 0x7F) == 0x7F) row[o + j] = uint8_t(row[o + j] - 1);
+    }
+  }
+  return row;
+}
+
+TEST(DotF32, FusedBlockRowsEqualDecodeThenReference) {
+  ModeGuard g;
+  std::mt19937_64 rng(2019);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128}) {
+      ASSERT_TRUE(cpu::can_dot_row_f32(type));
+      if (cpu::selected_backend() == cpu::DotBackend::Avx512Vnni) { EXPECT_TRUE(cpu::has_fused_dot_f32(type)); }
+      const int64_t unit = type == GgmlType::F8_E4M3_R128 ? 128 : 32;
+      for (int64_t blocks : {1, 3, 5, 8, 33}) {
+        const int64_t n = blocks * unit;
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<std::vector<float>> wd, x;
+        for (int k = 0; k < 4; ++k) {
+          w.push_back(random_blocks(type, n, rng));
+          wd.emplace_back(size_t(n));
+          cpu::dequantize_row(type, w[size_t(k)].data(), wd[size_t(k)].data(), n);
+          x.push_back(spread(n, rng));
+        }
+        const void* wp[4] = {w[0].data(), w[1].data(), w[2].data(), w[3].data()};
+        const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
+        SCOPED_TRACE(::testing::Message() << "mode " << int(m) << " type " << int(type) << " n " << n);
+        const float r0 = quant::dot_f32_ref(wd[0].data(), xp[0], n);
+        EXPECT_TRUE(std::isfinite(r0));
+        EXPECT_EQ(bits(cpu::dot_row_f32(type, wp[0], xp[0], n)), bits(r0));
         float x4[4], r4[4];
         cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
         cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
