@@ -201,6 +201,51 @@ TEST(DotF32, FusedBlockRowsEqualDecodeThenReference) {
   }
 }
 
+// The F32 matmul (matmul_rows: 16-row blocks, 4 tokens per weight read, rows4 for the rest) gives
+// y[t, r] = dot_f32(decode(W[r]), x[t]) = quant::dot_f32_ref of the decoded row whatever the number
+// of tokens n (1..9: every split of x4 passes and leftover tokens) and the row range (odd r0, r1).
+TEST(DotF32, MatmulRowsDoNotDependOnTokenCount) {
+  ModeGuard g;
+  std::mt19937_64 rng(77);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4,
+                          GgmlType::F8_E4M3_R128, GgmlType::Q2_K}) {
+      const int64_t in = 256, out = 37;
+      const int64_t rb = cpu::row_bytes(type, in);
+      std::vector<uint8_t> w;
+      for (int64_t r = 0; r < out; ++r) {
+        auto row = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ? random_row(type, in, rng)
+                   : type == GgmlType::Q2_K ? std::vector<uint8_t>(size_t(rb)) : random_blocks(type, in, rng);
+        if (type == GgmlType::Q2_K) {
+          auto f = spread(in, rng);
+          cpu::quantize_row(type, f.data(), row.data(), in);
+        }
+        w.insert(w.end(), row.begin(), row.begin() + rb);
+      }
+      std::vector<float> wd(size_t(out * in));
+      for (int64_t r = 0; r < out; ++r) cpu::dequantize_row(type, w.data() + r * rb, wd.data() + r * in, in);
+      const cpu::WRows wr{type, w.data(), in, out, uint64_t(rb)};
+      for (int64_t n = 1; n <= 9; ++n) {
+        std::vector<float> x(size_t(n * in));
+        for (int64_t t = 0; t < n; ++t) {
+          auto v = spread(in, rng);
+          std::copy_n(v.begin(), in, x.begin() + t * in);
+        }
+        std::vector<float> y(size_t(n * out), -1.0f);
+        cpu::matmul_rows(wr, cpu::F32Rows{x.data(), in}, nullptr, n, false, cpu::F32Rows{y.data(), out}, 3, out);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < 3; ++r) ASSERT_EQ(y[size_t(t * out + r)], -1.0f);  // outside [r0, r1)
+          for (int64_t r = 3; r < out; ++r)
+            ASSERT_EQ(bits(y[size_t(t * out + r)]), bits(quant::dot_f32_ref(wd.data() + r * in, x.data() + t * in, in)))
+                << "mode " << int(m) << " type " << int(type) << " n " << n << " t " << t << " r " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(DotF32, InfAndNanPropagate) {
   ModeGuard g;
   for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
