@@ -31,6 +31,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/mem_bandwidth.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 
 namespace {
@@ -117,6 +118,49 @@ void run_case(benchmark::State& state, const OpCase& c, ds4::cpu::SimdMode mode,
   state.counters["weight_MB"] = double(mat_bytes) * 1e-6;
 }
 
+
+/// F32-activation path (issue 19): `rows` x `cols` weights of `type` (F32 / F16 / BF16 / Q8_0 /
+/// MXFP4 / F8_E4M3_R128, random finite values) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
+/// (in-place decode + dot_f32 order, dot_f32_wide.cpp); decode = the pre-issue-19 way, each row
+/// dequantize_row'd to a buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
+void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, bool fused) {
+  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+  const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
+  std::vector<uint8_t> w(size_t(rb * rows));
+  std::mt19937_64 rng(7);
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  std::normal_distribution<float> nd(0, 1);
+  if (type == GgmlType::F8_E4M3_R128) {  // random E4M3 codes (no NaN), block scale 2^0
+    std::uniform_int_distribution<int> byte(0, 0x7E);
+    for (size_t o = 0; o < w.size(); o += 129) {
+      w[o] = 127;
+      for (size_t j = 1; j <= 128; ++j) w[o + j] = uint8_t(byte(rng) | (byte(rng) & 1) << 7);
+    }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : tmp) v = nd(rng);
+      ds4::cpu::quantize_row(type, tmp.data(), w.data() + r * rb, cols);
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(ntok * cols)), y(static_cast<size_t>(ntok * rows)), dec(static_cast<size_t>(cols));
+  for (auto& v : x) v = nd(rng);
+  const ds4::cpu::WRows wr{type, w.data(), cols, rows, uint64_t(rb)};
+  for (auto _ : state) {
+    if (fused) {
+      ds4::cpu::matmul_rows(wr, ds4::cpu::F32Rows{x.data(), cols}, nullptr, ntok, false,
+                            ds4::cpu::F32Rows{y.data(), rows}, 0, rows);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        ds4::cpu::dequantize_row(type, wr.row(r), dec.data(), cols);
+        for (int64_t t = 0; t < ntok; ++t) y[size_t(t * rows + r)] = ds4::cpu::dot_f32(dec.data(), x.data() + t * cols, cols);
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GBps"] = benchmark::Counter(double(rb * rows) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,6 +222,15 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128})
+    for (int64_t ntok : {1, 4})
+      for (bool fused : {false, true}) {
+        const std::string name = "f32act/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/1024x4096/n" +
+                                 std::to_string(ntok) + (fused ? "/fused" : "/decode") + "/t1/hot";
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_f32act(st, type, 1024, 4096, ntok, fused); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

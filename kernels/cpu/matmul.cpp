@@ -37,18 +37,22 @@ void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n,
       for (int64_t t = 0; t < n; ++t) y.row(t)[r] = vec_dot_q8_1(w.type, w.row(r), xq + t * qb, in);
     return;
   }
-  // F32 path, in blocks of up to 16 weight rows: the block's rows (decoded once into a per-thread
-  // buffer unless F32) are held in cache while every token passes; 4 tokens per pass share each
-  // weight load (dot_f32_x4), fewer than 4 take 4 rows per pass (dot_f32_rows4). The results of a
-  // pass go to a small local tile and are stored row-contiguously after it, so no store sits
-  // between the loads of consecutive passes. Every y[t][r] is dot_f32(W[r], x[t]), bit for bit.
+  // F32 path, in blocks of up to 16 weight rows held in cache while every token passes; 4 tokens
+  // per pass share each weight load (x4), fewer than 4 take 4 rows per pass (rows4). Types with a
+  // fused decode + dot here (has_fused_dot_f32: F32/F16/BF16, and Q8_0/MXFP4/F8_E4M3_R128 on
+  // AVX-512) are read in place (dot_f32_wide.cpp); other types are
+  // decoded once per block into a per-thread buffer. The results of a pass go to a small local
+  // tile and are stored row-contiguously after it. Every y[t][r] is dot_f32(decode(W[r]), x[t]),
+  // bit for bit, whatever n.
   constexpr int64_t kBlock = 16;
   thread_local std::vector<float> rows;
+  const bool fused = has_fused_dot_f32(w.type);
+  const GgmlType wt = fused ? w.type : GgmlType::F32;
   for (int64_t a = r0; a < r1; a += kBlock) {
     const int64_t m = std::min(r1, a + kBlock) - a;
-    const float* wr[kBlock];
-    if (w.type == GgmlType::F32) {
-      for (int64_t k = 0; k < m; ++k) wr[k] = reinterpret_cast<const float*>(w.row(a + k));
+    const void* wr[kBlock];
+    if (fused) {
+      for (int64_t k = 0; k < m; ++k) wr[k] = w.row(a + k);
     } else {
       if (rows.size() < static_cast<size_t>(kBlock * in)) rows.resize(static_cast<size_t>(kBlock * in));
       for (int64_t k = 0; k < m; ++k) {
@@ -62,15 +66,15 @@ void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n,
       const float* xs[4] = {x.row(t), x.row(t + 1), x.row(t + 2), x.row(t + 3)};
       for (int64_t k = 0; k < m; ++k) {
         float o[4];
-        dot_f32_x4(wr[k], xs, in, o);
+        dot_row_f32_x4(wt, wr[k], xs, in, o);
         for (int q = 0; q < 4; ++q) tile[q][k] = o[q];
       }
       for (int q = 0; q < 4; ++q) std::copy_n(tile[q], m, y.row(t + q) + a);
     }
     for (; t < n; ++t) {
       int64_t k = 0;
-      for (; k + 4 <= m; k += 4) dot_f32_rows4(wr + k, x.row(t), in, tile[0] + k);
-      for (; k < m; ++k) tile[0][k] = dot_f32(wr[k], x.row(t), in);
+      for (; k + 4 <= m; k += 4) dot_rows4_f32(wt, wr + k, x.row(t), in, tile[0] + k);
+      for (; k < m; ++k) tile[0][k] = dot_row_f32(wt, wr[k], x.row(t), in);
       std::copy_n(tile[0], m, y.row(t) + a);
     }
   }

@@ -48,6 +48,22 @@ void dot_f32_x4(const float* w, const float* const* x, int64_t n, float* out);
 /// Four dot products of rows w[0..3] with `x` (each bit-identical to dot_f32(w[k], x, n)).
 void dot_f32_rows4(const float* const* w, const float* x, int64_t n, float* out);
 
+// ---- dot_f32_wide.cpp ----------------------------------------------------------------------
+/// True when dot_row_f32 reads rows of `type` in place (no decoded row) on the selected kernel
+/// family: F32, F16, BF16 with AVX2+FMA+F16C or AVX-512; Q8_0, MXFP4, F8_E4M3_R128 with AVX-512.
+bool has_fused_dot_f32(GgmlType type);
+/// True for the types dot_row_f32 accepts (F32, F16, BF16, Q8_0, MXFP4, F8_E4M3_R128): where not
+/// fused on this CPU the row is decoded (exactly) to a thread-local buffer first.
+bool can_dot_row_f32(GgmlType type);
+/// dot_f32(decode(w_row), x, n) bit for bit (n a multiple of the block length), without decoding
+/// the row to a buffer where has_fused_dot_f32 (F16 by F16C / AVX-512 conversion, BF16 by shift,
+/// block types by in-register decode); `type` must satisfy can_dot_row_f32 (checked).
+float dot_row_f32(GgmlType type, const void* w_row, const float* x, int64_t n);
+/// out[k] = dot_row_f32(type, w_row, x[k], n) for k < 4 (one weight read for four tokens).
+void dot_row_f32_x4(GgmlType type, const void* w_row, const float* const* x, int64_t n, float* out);
+/// out[k] = dot_row_f32(type, w_rows[k], x, n) for k < 4.
+void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int64_t n, float* out);
+
 // ---- matmul.cpp ----------------------------------------------------------------------------
 /// Reusable per-call scratch of a matmul (quantized activations); owned by the caller so that
 /// steady-state calls allocate nothing.

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/dot_f32.h"
 
 namespace ds4 {
@@ -85,6 +86,164 @@ TEST(DotF32, EveryFamilyEqualsTheScalarReference) {
     }
   }
   EXPECT_GE(families, 1);
+}
+
+/// A random row of `type` (F32 / F16 / BF16) of n elements: random finite bit patterns (normals,
+/// subnormals, zeros of both signs) so every conversion case is exercised.
+std::vector<uint8_t> random_row(GgmlType type, int64_t n, std::mt19937_64& rng) {
+  const int size = type == GgmlType::F32 ? 4 : 2;
+  std::vector<uint8_t> row(size_t(n * size) + 8);
+  std::uniform_int_distribution<uint32_t> u;
+  for (int64_t i = 0; i < n; ++i) {
+    if (type == GgmlType::F32) {
+      float f = std::ldexp(std::normal_distribution<float>(0, 1)(rng), int(u(rng) % 41) - 20);
+      std::memcpy(&row[size_t(i * 4)], &f, 4);
+    } else {
+      uint16_t h = uint16_t(u(rng));
+      const uint16_t exp_mask = type == GgmlType::F16 ? 0x7C00 : 0x7F80;
+      if ((h & exp_mask) == exp_mask) h = uint16_t(h & ~0x4000);  // no Inf/NaN
+      if (type == GgmlType::BF16 && ((h >> 7) & 0xFF) > 0x90) h = uint16_t(h & ~0x2000);  // keep sums finite-ish
+      std::memcpy(&row[size_t(i * 2)], &h, 2);
+    }
+  }
+  return row;
+}
+
+TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
+  ModeGuard g;
+  std::mt19937_64 rng(1919);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      ASSERT_TRUE(cpu::can_dot_row_f32(type));
+      if (m != SimdMode::ForceScalar) { EXPECT_TRUE(cpu::has_fused_dot_f32(type)); }
+      for (int64_t n : kLengths) {
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<std::vector<float>> wd, x;
+        for (int k = 0; k < 4; ++k) {
+          w.push_back(random_row(type, n, rng));
+          wd.emplace_back(size_t(n) + 1);
+          cpu::dequantize_row(type, w[size_t(k)].data(), wd[size_t(k)].data(), n);
+          x.push_back(spread(n, rng));
+        }
+        const void* wp[4] = {w[0].data(), w[1].data(), w[2].data(), w[3].data()};
+        const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
+        SCOPED_TRACE(::testing::Message() << "mode " << int(m) << " type " << int(type) << " n " << n);
+        EXPECT_EQ(bits(cpu::dot_row_f32(type, wp[0], xp[0], n)), bits(quant::dot_f32_ref(wd[0].data(), xp[0], n)));
+        float x4[4], r4[4];
+        cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
+        cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
+          EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+        }
+      }
+    }
+  }
+}
+
+/// Random blocks of a block type (Q8_0: finite fp16 scale, any codes; MXFP4: scale 2^-28..2^22, any
+/// codes; F8_E4M3_R128: scale 2^-27..2^23, any E4M3 code but the NaN ones).
+std::vector<uint8_t> random_blocks(GgmlType type, int64_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> row(size_t(cpu::row_bytes(type, n)));
+  std::uniform_int_distribution<int> byte(0, 255), e(100, 150);
+  for (auto& b : row) b = uint8_t(byte(rng));
+  if (type == GgmlType::Q8_0) {
+    for (size_t o = 0; o < row.size(); o += 34) row[o + 1] = uint8_t(row[o + 1] & 0x3F);  // |d| < 2
+  } else if (type == GgmlType::MXFP4) {
+    for (size_t o = 0; o < row.size(); o += 17) row[o] = uint8_t(e(rng));
+  } else {
+    for (size_t o = 0; o < row.size(); o += 129) {
+      row[o] = uint8_t(e(rng));
+      for (size_t j = 1; j <= 128; ++j)
+        if ((row[o + j] & 0x7F) == 0x7F) row[o + j] = uint8_t(row[o + j] - 1);
+    }
+  }
+  return row;
+}
+
+TEST(DotF32, FusedBlockRowsEqualDecodeThenReference) {
+  ModeGuard g;
+  std::mt19937_64 rng(2019);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128}) {
+      ASSERT_TRUE(cpu::can_dot_row_f32(type));
+      if (cpu::selected_backend() == cpu::DotBackend::Avx512Vnni) { EXPECT_TRUE(cpu::has_fused_dot_f32(type)); }
+      const int64_t unit = type == GgmlType::F8_E4M3_R128 ? 128 : 32;
+      for (int64_t blocks : {1, 3, 5, 8, 33}) {
+        const int64_t n = blocks * unit;
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<std::vector<float>> wd, x;
+        for (int k = 0; k < 4; ++k) {
+          w.push_back(random_blocks(type, n, rng));
+          wd.emplace_back(size_t(n));
+          cpu::dequantize_row(type, w[size_t(k)].data(), wd[size_t(k)].data(), n);
+          x.push_back(spread(n, rng));
+        }
+        const void* wp[4] = {w[0].data(), w[1].data(), w[2].data(), w[3].data()};
+        const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
+        SCOPED_TRACE(::testing::Message() << "mode " << int(m) << " type " << int(type) << " n " << n);
+        const float r0 = quant::dot_f32_ref(wd[0].data(), xp[0], n);
+        EXPECT_TRUE(std::isfinite(r0));
+        EXPECT_EQ(bits(cpu::dot_row_f32(type, wp[0], xp[0], n)), bits(r0));
+        float x4[4], r4[4];
+        cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
+        cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
+          EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+        }
+      }
+    }
+  }
+}
+
+// The F32 matmul (matmul_rows: 16-row blocks, 4 tokens per weight read, rows4 for the rest) gives
+// y[t, r] = dot_f32(decode(W[r]), x[t]) = quant::dot_f32_ref of the decoded row whatever the number
+// of tokens n (1..9: every split of x4 passes and leftover tokens) and the row range (odd r0, r1).
+TEST(DotF32, MatmulRowsDoNotDependOnTokenCount) {
+  ModeGuard g;
+  std::mt19937_64 rng(77);
+  for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
+    cpu::set_simd_mode(m);
+    if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4,
+                          GgmlType::F8_E4M3_R128, GgmlType::Q2_K}) {
+      const int64_t in = 256, out = 37;
+      const int64_t rb = cpu::row_bytes(type, in);
+      std::vector<uint8_t> w;
+      for (int64_t r = 0; r < out; ++r) {
+        auto row = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 ? random_row(type, in, rng)
+                   : type == GgmlType::Q2_K ? std::vector<uint8_t>(size_t(rb)) : random_blocks(type, in, rng);
+        if (type == GgmlType::Q2_K) {
+          auto f = spread(in, rng);
+          cpu::quantize_row(type, f.data(), row.data(), in);
+        }
+        w.insert(w.end(), row.begin(), row.begin() + rb);
+      }
+      std::vector<float> wd(size_t(out * in));
+      for (int64_t r = 0; r < out; ++r) cpu::dequantize_row(type, w.data() + r * rb, wd.data() + r * in, in);
+      const cpu::WRows wr{type, w.data(), in, out, uint64_t(rb)};
+      for (int64_t n = 1; n <= 9; ++n) {
+        std::vector<float> x(size_t(n * in));
+        for (int64_t t = 0; t < n; ++t) {
+          auto v = spread(in, rng);
+          std::copy_n(v.begin(), in, x.begin() + t * in);
+        }
+        std::vector<float> y(size_t(n * out), -1.0f);
+        cpu::matmul_rows(wr, cpu::F32Rows{x.data(), in}, nullptr, n, false, cpu::F32Rows{y.data(), out}, 3, out);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < 3; ++r) ASSERT_EQ(y[size_t(t * out + r)], -1.0f);  // outside [r0, r1)
+          for (int64_t r = 3; r < out; ++r)
+            ASSERT_EQ(bits(y[size_t(t * out + r)]), bits(quant::dot_f32_ref(wd.data() + r * in, x.data() + t * in, in)))
+                << "mode " << int(m) << " type " << int(type) << " n " << n << " t " << t << " r " << r;
+        }
+      }
+    }
+  }
 }
 
 TEST(DotF32, InfAndNanPropagate) {

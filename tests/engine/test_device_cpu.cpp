@@ -124,8 +124,6 @@ TEST(DeviceCpu, ResultsDoNotDependOnThreadsOrTokensPerCall) {
   EXPECT_FALSE(dev::uses_q8_1(GgmlType::F32));
 }
 
-// dot_f32's documented order (8 interleaved lanes, pairwise combine, ascending tail), written
-// out here independently: the (possibly vectorized) implementation must match it bit for bit.
 // The Q8_1 matmul (multi-row SIMD kernels where selected) gives, for every token and row, the
 // bits of the per-row vec_dot_q8_1 of that row with that token's Q8_1 blocks; 70 rows cut the
 // 16-row tasks unevenly.
@@ -152,6 +150,8 @@ TEST(DeviceCpu, Q8MatmulEqualsPerRowDotForEveryType) {
   }
 }
 
+// dot_f32's documented order (kernels/quant/dot_f32.h: 32 lanes i % 32 by FMA, butterfly 16..1),
+// written out here independently: the (possibly vectorized) implementation must match it bit for bit.
 TEST(DeviceCpu, DotF32FollowsTheDocumentedOrderExactly) {
   for (int64_t n : {0, 1, 7, 8, 9, 31, 32, 33, 64, 131, 1000}) {
     auto a = randn(n, 10 + n), b = randn(n, 20 + n);

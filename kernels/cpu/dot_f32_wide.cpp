@@ -1,0 +1,377 @@
+// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16 and BF16 weight rows with FP32
+// activations: dot_f32(decode(w_row), x) bit for bit (kernels/quant/dot_f32.h order) without
+// decoding the row to a buffer. F16 -> F32 by F16C / AVX-512F vcvtph2ps, BF16 -> F32 by a 16-bit
+// left shift; both conversions are exact (IEEE 754 binary16 and bfloat16 values are all FP32
+// values), so the products and the FMA order are those of dot_f32 on the decoded row. The last
+// partial 32-element chunk is copied into zeroed buffers (zero padding is exact: fma(0, 0, acc)).
+// Family choice as dot_f32.cpp (cpu_features.h selected_backend); the scalar path decodes into a
+// thread-local row and calls quant::dot_f32_ref.
+// GCC 12's avx512fintrin.h builds its pass-through operands from _mm512_undefined_*(), which
+// -W(maybe-)uninitialized flags once inlined into a target("avx512f") function (a false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ds4/result.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_ref.h"
+#include "kernels/quant/blocks.h"
+#include "kernels/quant/dot_f32.h"
+#include "kernels/quant/grids.h"
+
+namespace ds4::cpu {
+namespace {
+
+constexpr int kL = quant::kDotF32Lanes;
+
+#define DS4_T2 __attribute__((target("avx2,fma,f16c")))
+#define DS4_T5 __attribute__((target("avx512f")))
+
+// ---- weight loaders: 8 (ymm) or 16 (zmm) FP32 values from element offset i of a row ----------
+struct LoadF32 {
+  static constexpr int kBlock = 1;
+  static constexpr int kSize = 4;
+  DS4_T2 static __m256 y(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(r) + i); }
+};
+struct LoadF16 {
+  static constexpr int kBlock = 1;
+  static constexpr int kSize = 2;
+  DS4_T2 static __m256 y(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * i))); }
+};
+struct LoadBF16 {
+  static constexpr int kBlock = 1;
+  static constexpr int kSize = 2;
+  DS4_T2 static __m256 y(const uint8_t* p) {
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  }
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
+    const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+  }
+};
+
+// Block types (AVX-512 only; i is a multiple of 16, blocks hold 32 or 128 elements, so a row never
+// has a partial chunk). Each value is the scalar decode's (kernels/quant/decode.h): an exact
+// integer/grid value converted to FP32, times the block scale, rounded once.
+struct LoadQ8_0 {  // float(qs[j]) * fp16(d)
+  static constexpr int kBlock = 32;
+  static constexpr int kSize = 0;
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(r) + i / 32;
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % 32))));
+    return _mm512_mul_ps(q, _mm512_set1_ps(quant::fp16_to_f32(b->d)));
+  }
+};
+struct LoadMXFP4 {  // float(kvalues_mxfp4[code]) * 2^(e-128); elements 0..15 low nibbles, 16..31 high
+  static constexpr int kBlock = 32;
+  static constexpr int kSize = 0;
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
+    static const float* table = [] {
+      static float t[16];
+      for (int c = 0; c < 16; ++c) t[c] = float(quant::kvalues_mxfp4(c));
+      return t;
+    }();
+    const auto* b = reinterpret_cast<const quant::BlockMXFP4*>(r) + i / 32;
+    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs)));
+    if (i % 32) c = _mm512_srli_epi32(c, 4);
+    c = _mm512_and_si512(c, _mm512_set1_epi32(0xF));
+    const __m512 v = _mm512_permutexvar_ps(c, _mm512_loadu_ps(table));
+    return _mm512_mul_ps(v, _mm512_set1_ps(quant::e8m0_to_f32_half(b->e)));
+  }
+};
+struct LoadF8R128 {  // e4m3(qs[j]) * 2^(e-127)
+  static constexpr int kBlock = 128;
+  static constexpr int kSize = 0;
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockF8R128*>(r) + i / 128;
+    const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % 128)));
+    const __m512i em = _mm512_and_si512(u, _mm512_set1_epi32(0x7F));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x80)), 24);
+    // normal: (exp << 23 | man << 20) + (120 << 23); exp 0: man * 2^-9 (exact); 0x7F: NaN.
+    __m512i bits = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
+    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(quant::f32_from_bits(0x3B000000u)));
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), _mm512_castps_si512(sub));
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F)), _mm512_set1_epi32(0x7FC00000));
+    const __m512 v = _mm512_castsi512_ps(_mm512_or_si512(bits, sign));
+    return _mm512_mul_ps(v, _mm512_set1_ps(quant::e8m0_to_f32(b->e)));
+  }
+};
+
+DS4_T2 inline float butterfly_y(const __m256* c) {  // lanes 0..31 in c[0..3]
+  const __m256 a = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));  // off 16, 8
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));        // off 4
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                // off 2
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                            // off 1
+  return _mm_cvtss_f32(s);
+}
+// Note: (c0 + c2) + (c1 + c3) is the butterfly's off 16 (lanes l and l + 16) then off 8.
+
+DS4_T5 inline float butterfly_z(__m512 lo, __m512 hi) {  // lanes 0..15 in lo, 16..31 in hi
+  alignas(64) float t[16];
+  _mm512_store_ps(t, _mm512_add_ps(lo, hi));                                          // off 16
+  const __m256 v = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));           // off 8
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));      // off 4
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                              // off 2
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                          // off 1
+  return _mm_cvtss_f32(s);
+}
+
+/// The zero-padded last chunk: weights [i, n) into wbuf, each x[k] [i, n) into xbuf[k].
+template <class L, int K>
+void pad_tail(const uint8_t* w, const float* const* x, int64_t i, int64_t n, uint8_t* wbuf, float (*xbuf)[kL]) {
+  std::memset(wbuf, 0, kL * L::kSize);
+  std::memcpy(wbuf, w + i * L::kSize, size_t(n - i) * L::kSize);
+  for (int k = 0; k < K; ++k) {
+    std::memset(xbuf[k], 0, sizeof(xbuf[k]));
+    std::memcpy(xbuf[k], x[k] + i, size_t(n - i) * sizeof(float));
+  }
+}
+
+// ---- AVX2 + FMA + F16C ----------------------------------------------------------------------
+
+/// out[k] = dot(decode(w), x[k]) for k < K (K <= 2).
+template <class L, int K>
+DS4_T2 void shared_w_y(const uint8_t* w, const float* const* x, int64_t n, float* out) {
+  __m256 acc[K][4];
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_setzero_ps();
+  auto chunk = [&](const uint8_t* wp, const float* const* xp) DS4_T2 {
+    __m256 wv[4];
+    for (int j = 0; j < 4; ++j) wv[j] = L::y(wp + 8 * j * L::kSize);
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(xp[k] + 8 * j), acc[k][j]);
+  };
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) {
+    const float* xp[K];
+    for (int k = 0; k < K; ++k) xp[k] = x[k] + i;
+    chunk(w + i * L::kSize, xp);
+  }
+  if (i < n) {
+    alignas(32) uint8_t wbuf[kL * 4];
+    alignas(32) float xbuf[K][kL];
+    pad_tail<L, K>(w, x, i, n, wbuf, xbuf);
+    const float* xp[K];
+    for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
+    chunk(wbuf, xp);
+  }
+  for (int k = 0; k < K; ++k) out[k] = butterfly_y(acc[k]);
+}
+
+/// out[k] = dot(decode(w[k]), x) for k < K (K <= 2).
+template <class L, int K>
+DS4_T2 void shared_x_y(const uint8_t* const* w, const float* x, int64_t n, float* out) {
+  __m256 acc[K][4];
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_setzero_ps();
+  auto chunk = [&](const uint8_t* const* wp, const float* xp) DS4_T2 {
+    __m256 xv[4];
+    for (int j = 0; j < 4; ++j) xv[j] = _mm256_loadu_ps(xp + 8 * j);
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(L::y(wp[k] + 8 * j * L::kSize), xv[j], acc[k][j]);
+  };
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) {
+    const uint8_t* wp[K];
+    for (int k = 0; k < K; ++k) wp[k] = w[k] + i * L::kSize;
+    chunk(wp, x + i);
+  }
+  if (i < n) {
+    alignas(32) uint8_t wbuf[K][kL * 4];
+    alignas(32) float xbuf[1][kL];
+    const uint8_t* wp[K];
+    for (int k = 0; k < K; ++k) {
+      pad_tail<L, 1>(w[k], &x, i, n, wbuf[k], xbuf);
+      wp[k] = wbuf[k];
+    }
+    chunk(wp, xbuf[0]);
+  }
+  for (int k = 0; k < K; ++k) out[k] = butterfly_y(acc[k]);
+}
+
+// ---- AVX-512F -------------------------------------------------------------------------------
+
+/// out[k] = dot(decode(w), x[k]) for k < K (K <= 4).
+template <class L, int K>
+DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float* out) {
+  __m512 lo[K], hi[K];
+  for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
+  auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T5 {
+    const __m512 w0 = L::z(wr, wi), w1 = L::z(wr, wi + 16);
+    for (int k = 0; k < K; ++k) {
+      lo[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xp[k]), lo[k]);
+      hi[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xp[k] + 16), hi[k]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) {
+    const float* xp[K];
+    for (int k = 0; k < K; ++k) xp[k] = x[k] + i;
+    chunk(w, i, xp);
+  }
+  if (i < n) {
+    if constexpr (L::kBlock == 1) {
+      alignas(64) uint8_t wbuf[kL * 4];
+      alignas(64) float xbuf[K][kL];
+      pad_tail<L, K>(w, x, i, n, wbuf, xbuf);
+      const float* xp[K];
+      for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
+      chunk(wbuf, 0, xp);
+    }
+  }
+  for (int k = 0; k < K; ++k) out[k] = butterfly_z(lo[k], hi[k]);
+}
+
+/// out[k] = dot(decode(w[k]), x) for k < K (K <= 4).
+template <class L, int K>
+DS4_T5 void shared_x_z(const uint8_t* const* w, const float* x, int64_t n, float* out) {
+  __m512 lo[K], hi[K];
+  for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
+  auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T5 {
+    const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + 16);
+    for (int k = 0; k < K; ++k) {
+      lo[k] = _mm512_fmadd_ps(L::z(wr[k], wi), x0, lo[k]);
+      hi[k] = _mm512_fmadd_ps(L::z(wr[k], wi + 16), x1, hi[k]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) chunk(w, i, x + i);
+  if (i < n) {
+    if constexpr (L::kBlock == 1) {
+      alignas(64) uint8_t wbuf[K][kL * 4];
+      alignas(64) float xbuf[1][kL];
+      const uint8_t* wp[K];
+      for (int k = 0; k < K; ++k) {
+        pad_tail<L, 1>(w[k], &x, i, n, wbuf[k], xbuf);
+        wp[k] = wbuf[k];
+      }
+      chunk(wp, 0, xbuf[0]);
+    }
+  }
+  for (int k = 0; k < K; ++k) out[k] = butterfly_z(lo[k], hi[k]);
+}
+
+enum class Fam { Scalar, Avx2, Avx512 };
+
+Fam fam() {
+  switch (selected_backend()) {
+    case DotBackend::Avx512Vnni: return Fam::Avx512;
+    case DotBackend::Avx2:
+    case DotBackend::AvxVnni: return Fam::Avx2;
+    case DotBackend::Scalar: break;
+  }
+  return Fam::Scalar;
+}
+
+/// Scalar: decode (exact) into a thread-local row, then the reference order.
+const float* decoded(GgmlType type, const void* w, int64_t n, int slot) {
+  if (type == GgmlType::F32) return static_cast<const float*>(w);
+  thread_local std::vector<float> buf[4];
+  if (buf[slot].size() < size_t(n)) buf[slot].resize(size_t(n));
+  dequantize_row(type, w, buf[slot].data(), n);
+  return buf[slot].data();
+}
+
+template <class L>
+void x4_with(Fam f, const uint8_t* w, const float* const* x, int64_t n, float* out) {
+  if constexpr (L::kBlock == 1) {
+    if (f != Fam::Avx512) {
+      shared_w_y<L, 2>(w, x, n, out);
+      return shared_w_y<L, 2>(w, x + 2, n, out + 2);
+    }
+  }
+  shared_w_z<L, 4>(w, x, n, out);
+}
+
+template <class L>
+void rows4_with(Fam f, const uint8_t* const* w, const float* x, int64_t n, float* out) {
+  if constexpr (L::kBlock == 1) {
+    if (f != Fam::Avx512) {
+      shared_x_y<L, 2>(w, x, n, out);
+      return shared_x_y<L, 2>(w + 2, x, n, out + 2);
+    }
+  }
+  shared_x_z<L, 4>(w, x, n, out);
+}
+
+template <class L>
+float one_with(Fam f, const uint8_t* w, const float* x, int64_t n) {
+  float r;
+  if constexpr (L::kBlock == 1) {
+    if (f != Fam::Avx512) {
+      shared_w_y<L, 1>(w, &x, n, &r);
+      return r;
+    }
+  }
+  shared_w_z<L, 1>(w, &x, n, &r);
+  return r;
+}
+
+/// The in-place family for `type` under family f, or Scalar when the row must be decoded first.
+Fam fused_family(GgmlType type, Fam f) {
+  switch (type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: return f;
+    case GgmlType::Q8_0:
+    case GgmlType::MXFP4:
+    case GgmlType::F8_E4M3_R128: return f == Fam::Avx512 ? f : Fam::Scalar;
+    default: return Fam::Scalar;
+  }
+}
+
+/// Calls fn.template operator()<Loader>() for the loader of `type` (a fused type).
+template <class Fn>
+auto with_loader(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::F16: return fn(LoadF16{});
+    case GgmlType::BF16: return fn(LoadBF16{});
+    case GgmlType::Q8_0: return fn(LoadQ8_0{});
+    case GgmlType::MXFP4: return fn(LoadMXFP4{});
+    case GgmlType::F8_E4M3_R128: return fn(LoadF8R128{});
+    default: return fn(LoadF32{});
+  }
+}
+
+}  // namespace
+
+bool has_fused_dot_f32(GgmlType type) { return fused_family(type, fam()) != Fam::Scalar; }
+
+bool can_dot_row_f32(GgmlType type) {
+  return fused_family(type, Fam::Avx512) != Fam::Scalar;
+}
+
+float dot_row_f32(GgmlType type, const void* w_row, const float* x, int64_t n) {
+  DS4_CHECK(can_dot_row_f32(type));
+  const Fam f = fused_family(type, fam());
+  const auto* w = static_cast<const uint8_t*>(w_row);
+  if (f != Fam::Scalar) return with_loader(type, [&](auto l) { return one_with<decltype(l)>(f, w, x, n); });
+  return quant::dot_f32_ref(decoded(type, w_row, n, 0), x, n);
+}
+
+void dot_row_f32_x4(GgmlType type, const void* w_row, const float* const* x, int64_t n, float* out) {
+  DS4_CHECK(can_dot_row_f32(type));
+  const Fam f = fused_family(type, fam());
+  const auto* w = static_cast<const uint8_t*>(w_row);
+  if (f != Fam::Scalar) return with_loader(type, [&](auto l) { x4_with<decltype(l)>(f, w, x, n, out); });
+  const float* wd = decoded(type, w_row, n, 0);
+  if (fam() != Fam::Scalar) return dot_f32_x4(wd, x, n, out);
+  for (int k = 0; k < 4; ++k) out[k] = quant::dot_f32_ref(wd, x[k], n);
+}
+
+void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int64_t n, float* out) {
+  DS4_CHECK(can_dot_row_f32(type));
+  const Fam f = fused_family(type, fam());
+  const auto* const* w = reinterpret_cast<const uint8_t* const*>(w_rows);
+  if (f != Fam::Scalar) return with_loader(type, [&](auto l) { rows4_with<decltype(l)>(f, w, x, n, out); });
+  for (int k = 0; k < 4; ++k) out[k] = quant::dot_f32_ref(decoded(type, w_rows[k], n, k), x, n);
+}
+
+}  // namespace ds4::cpu
