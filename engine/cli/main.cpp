@@ -9,6 +9,7 @@
 #include <vector>
 #include <string_view>
 
+#include "ds4/oom_message.h"
 #include "engine/cli/command.h"
 
 namespace ds4::cli {
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
       try {
         return cmd->run();
       } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "ds4-offload %s: error: out of memory\n", cmd->name.c_str());
+        std::fprintf(stderr, "ds4-offload %s: error: %s\n", cmd->name.c_str(),
+                     ds4::out_of_memory_message("running '" + cmd->name + "'").c_str());
         return kExitBadInput;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-offload %s: error: %s\n", cmd->name.c_str(), e.what());

@@ -406,6 +406,38 @@ TEST_F(Cli, WriteErrorsAreReported) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
+// An allocation that fails inside a --tp rank thread is one clear error (exit 1, naming the rank and
+// the memory), not std::terminate (exit 134), and leaves no temporary output behind. The address
+// space is capped with prlimit(1): the 3-token baseline fits, 1000 positions in one call do not.
+TEST_F(Cli, OutOfMemoryInATpRankIsOneError) {
+  if (std::system("command -v prlimit > /dev/null 2>&1") != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  write(dir_ / "ids3.txt", "0 5 7");
+  std::string ids;
+  for (int i = 0; i < 1000; ++i) ids += std::to_string(i % 500 + 1) + " ";
+  write(dir_ / "ids1k.txt", ids);
+  auto limited = [&](const std::string& ids_file, const std::string& out) {
+    const std::string log = (dir_ / "oom.log").string();
+    const std::string cmd = "prlimit --as=" + std::to_string(150ull << 20) + " '" + DS4_OFFLOAD_EXE + "' score -m " + f +
+                            " --tp 2 -t 2 --token-ids '" + (dir_ / ids_file).string() + "' --logits-out '" +
+                            (dir_ / out).string() + "' > '" + log + "' 2>&1";
+    const int st = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return std::pair<int, std::string>{WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ss.str()};
+  };
+  auto base = limited("ids3.txt", "base.f32");
+  if (base.first != 0) GTEST_SKIP() << "this build does not load under a 150 MiB address space (sanitizers?): " << base.second;
+  auto [code, text] = limited("ids1k.txt", "big.f32");
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_NE(text.find("error: out of memory while evaluating tensor-parallel rank"), std::string::npos) << text;
+  EXPECT_NE(text.find("address-space limit 150 MiB"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir_ / "big.f32"));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
 // An output path naming an input is refused before anything is written (the model is mmapped; a
 // truncated model would also be lost). Works on a copy so that a regression cannot harm the fixture.
 TEST_F(Cli, OutputThatIsAnInputIsRefused) {
