@@ -61,20 +61,26 @@ def start_server(args):
     """Start the server; returns (Popen, port). Raises RuntimeError if no port line arrives in time."""
     cmd = [args.exe, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0", "-np", str(args.slots),
            "-t", str(args.threads), "--ctx", str(args.ctx)] + args.server_arg
-    err = tempfile.TemporaryFile()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-    ready, _, _ = select.select([p.stdout], [], [], args.start_timeout)
-    line = p.stdout.readline() if ready else ""
-    m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+    # The listen line is on stderr, after the load messages.
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + args.start_timeout
+    seen, m = [], None
+    while time.time() < deadline and not m:
+        ready, _, _ = select.select([p.stderr], [], [], max(0.0, deadline - time.time()))
+        if not ready:
+            break
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
     if not m:
         p.kill()
         p.wait()
-        err.seek(0)
-        raise RuntimeError("server did not print 'http://127.0.0.1:PORT' within %ds (stdout %r, stderr %r)"
-                           % (args.start_timeout, line, err.read()[-500:].decode("utf-8", "replace")))
-    err.close()  # the server keeps writing to the unlinked file; nothing reads it
+        raise RuntimeError("server did not print 'listening on http://127.0.0.1:PORT' on stderr within %ds (stderr %r)"
+                           % (args.start_timeout, "".join(seen)[-500:]))
     # Drain anything else it prints so a full pipe can never block the server.
-    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
     return p, int(m.group(1)), cmd
 
 

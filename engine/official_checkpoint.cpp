@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/load_progress.h"
 #include "engine/official_config.h"
 #include "gguf/safetensors.h"
 #include "kernels/cpu/quant_ref.h"
@@ -167,6 +168,10 @@ class ViewBuilder {
   Result<void> build() {
     // Expert tensors grouped by (llama prefix, projection): [expert] -> official base name.
     std::map<std::pair<std::string, int>, std::map<int64_t, std::string>> experts;
+    uint64_t total = 0;
+    for (const StTensor& t : ck_->tensors()) total += t.nbytes;  // companions included: a repack writes them too
+    load_progress().done = 0;
+    load_progress().total = repack_ ? total : 0;
     for (const StTensor& t : ck_->tensors()) {
       const std::string n = official_name(t.name);
       if (is_companion(n)) continue;  // consumed by its .weight (checked at the end)
@@ -271,6 +276,7 @@ class ViewBuilder {
   void add_repacked(TensorInfo i, const std::shared_ptr<uint8_t[]>& buf) {
     i.data = buf.get();
     st_.repacked_bytes += i.nbytes;
+    load_progress().done += i.nbytes;
     keep_.push_back(std::shared_ptr<const void>(buf, buf.get()));
     out_.push_back(std::move(i));
   }
@@ -282,6 +288,7 @@ class ViewBuilder {
     i.offset = t.file_offset - 8 - ck_->shards()[size_t(t.shard)].header_size;
     i.data = t.data;
     st_.in_place_bytes += t.nbytes;
+    if (repack_) load_progress().done += t.nbytes;
     out_.push_back(std::move(i));
   }
 

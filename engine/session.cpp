@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <climits>
+#include <new>
 #include <thread>
 
+#include "ds4/oom_message.h"
 #include "engine/dsv4_model.h"
 #include "engine/official_checkpoint.h"
 #include "placement/gguf_sizes.h"
@@ -332,16 +334,23 @@ Result<void> Dsv4Session::eval_items(std::span<const BatchItem> items) {
     std::vector<Result<void>> res(static_cast<size_t>(R), ok());
     std::vector<std::vector<std::vector<float>>> scratch(static_cast<size_t>(R),
                                                          std::vector<std::vector<float>>(items.size()));
-    std::vector<std::thread> threads;
-    for (int r = 1; r < R; ++r)
-      threads.emplace_back([&, r] {
-        const std::vector<SeqChunk> v = chunks_of(r, &scratch[r]);
+    // A rank thread must not let an exception escape (std::terminate, exit 134, temporary output
+    // files left behind): an allocation failure becomes this rank's Error, naming the rank and the
+    // process's memory.
+    auto run_rank = [&](int r, std::vector<std::vector<float>>* out) {
+      try {
+        const std::vector<SeqChunk> v = chunks_of(r, out);
         res[r] = lead.forwards_[r]->eval(v);
-      });
-    {
-      const std::vector<SeqChunk> v = chunks_of(0, &logits0);
-      res[0] = lead.forwards_[0]->eval(v);
-    }
+      } catch (const std::bad_alloc&) {
+        res[r] = Error{out_of_memory_message("evaluating tensor-parallel rank " + std::to_string(r) + " of " +
+                                             std::to_string(R) + " (--tp)")};
+      } catch (const std::exception& e) {
+        res[r] = Error{"tensor-parallel rank " + std::to_string(r) + " of " + std::to_string(R) + ": " + e.what()};
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 1; r < R; ++r) threads.emplace_back([&, r] { run_rank(r, &scratch[r]); });
+    run_rank(0, &logits0);
     for (auto& t : threads) t.join();
     for (auto& r : res) DS4_TRY_VOID(r);
   }

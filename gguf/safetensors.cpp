@@ -69,8 +69,22 @@ Result<json> parse_json(const char* s, uint64_t n, const std::string& path, cons
   if (json_depth(s, n, kMaxJsonDepth) > kMaxJsonDepth)
     return Error{path + ": " + what + " JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                  " levels; expected a flat object"};
+  // A key repeated in the top-level object (two tensors of one name in a header) would silently
+  // keep the last one (nlohmann's rule), and the lost one's bytes read as a hole: named instead.
+  std::set<std::string> keys;
+  std::string dup;
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string() && dup.empty() &&
+        !keys.insert(parsed.get<std::string>()).second)
+      dup = parsed.get<std::string>();
+    return true;
+  };
   try {
-    return json::parse(s, s + n);
+    json j = json::parse(s, s + n, cb);
+    if (!dup.empty())
+      return Error{path + ": " + what + " JSON names '" + dup.substr(0, 200) +
+                   "' twice; expected each tensor (key) once"};
+    return j;
   } catch (const json::exception& e) {
     return Error{path + ": " + what + " JSON malformed: " + e.what()};
   }

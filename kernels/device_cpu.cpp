@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <new>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -37,11 +38,13 @@ namespace {
 
 const char kCpuBackendTag = 0;
 
-/// Host memory owned by the buffer (zeroed; calloc, so untouched pages cost nothing).
+/// Host memory owned by the buffer (zeroed; calloc, so untouched pages cost nothing). Throws
+/// std::bad_alloc when the host has no memory for it (an input-sized condition, not a bug: the
+/// frontends turn it into one "out of memory" error).
 class CpuBuffer final : public Buffer {
  public:
   explicit CpuBuffer(uint64_t n) : bytes_(n), mem_(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1))) {
-    DS4_CHECK(mem_ != nullptr);
+    if (mem_ == nullptr) throw std::bad_alloc();
   }
   ~CpuBuffer() override { std::free(mem_); }
   uint64_t bytes() const override { return bytes_; }

@@ -66,15 +66,25 @@ inline Result<void> check_regular_file(const std::string& path, const std::strin
 }
 
 /// Reads all of `path` (binary) if it is a regular file of at most `max_bytes`; with
-/// `allow_stdin`, "-" reads standard input up to the same limit. Errors name `what`, the path and
+/// `allow_stdin`, "-" reads standard input and a pipe (FIFO, `<(cmd)`) is read, both up to the
+/// same limit (a FIFO without a writer reads as empty). Errors name `what`, the path and
 /// the limit: "<what> '<path>': file is N bytes, more than the limit of 64 MiB".
 inline Result<std::string> read_file_bounded(const std::string& path, uint64_t max_bytes, const std::string& what,
                                              bool allow_stdin = false) {
   int fd = -1;
   const bool is_stdin = allow_stdin && path == "-";
   const std::string name = is_stdin ? std::string("-' (standard input") : path;
+  struct stat pst {};
+  // With allow_stdin, a pipe is read like standard input (`-f <(cmd)`, /dev/fd/N): opened without
+  // blocking (a FIFO with no writer reads as empty instead of hanging), then read to the limit.
+  const bool is_pipe = allow_stdin && !is_stdin && ::stat(path.c_str(), &pst) == 0 && S_ISFIFO(pst.st_mode);
   if (is_stdin) {
     fd = 0;
+  } else if (is_pipe) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return Error{what + " '" + path + "': cannot open (" + std::strerror(errno) + ")"};
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   } else {
     DS4_TRY_VOID(check_regular_file(path, what));
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -113,7 +123,7 @@ inline Result<std::string> read_file_bounded(const std::string& path, uint64_t m
 }
 
 /// An output file written all-or-nothing: bytes go to "<path>.tmp.<pid>"; commit() closes it and
-/// renames it over `path`; an uncommitted file is removed by the destructor. `what` names the
+/// renames it over `path` ("-" = standard output, written directly and flushed at commit); an uncommitted file is removed by the destructor. `what` names the
 /// option in errors ("--logits-out 'x.f32': write failed (No space left on device)").
 class AtomicOutputFile {
  public:
@@ -121,13 +131,18 @@ class AtomicOutputFile {
   AtomicOutputFile(const AtomicOutputFile&) = delete;
   AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
   ~AtomicOutputFile() {
-    if (f_) std::fclose(f_);
+    if (f_ && f_ != stdout) std::fclose(f_);
     if (!tmp_.empty() && !committed_) ::unlink(tmp_.c_str());
   }
 
   /// Creates the temporary file. Error when its folder is missing or not writable. An existing
   /// path that is not a regular file (/dev/null, /dev/stdout, a FIFO) is written directly.
   Result<void> open() {
+    if (path_ == "-") {  // standard output, written directly
+      tmp_.clear();
+      f_ = stdout;
+      return ok();
+    }
     struct stat st {};
     const bool direct = ::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
     if (direct && S_ISDIR(st.st_mode)) return Error{what_ + ": expected a file path, found the directory '" + path_ + "'"};
@@ -153,7 +168,11 @@ class AtomicOutputFile {
   Result<void> commit() {
     if (!f_) return Error{what_ + " '" + path_ + "': not open"};
     if (err_ == 0 && std::fflush(f_) != 0) err_ = errno ? errno : EIO;
-    if (std::fclose(f_) != 0 && err_ == 0) err_ = errno ? errno : EIO;
+    if (f_ == stdout) {
+      if (err_ == 0 && std::ferror(f_)) err_ = EIO;
+    } else if (std::fclose(f_) != 0 && err_ == 0) {
+      err_ = errno ? errno : EIO;
+    }
     f_ = nullptr;
     if (err_) return Error{what_ + " '" + path_ + "': write failed (" + std::strerror(err_) + ")"};
     if (tmp_.empty()) return ok();  // written directly (not a regular file)

@@ -1,5 +1,7 @@
 // engine/cli/cli_common.cpp — see cli_common.h.
 #include "engine/cli/cli_common.h"
+
+#include "engine/load_progress.h"
 #include "engine/cli/command.h"
 
 #include <sys/resource.h>
@@ -102,9 +104,17 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   const uint64_t file_bytes = std::filesystem::file_size(a.model, sec);
   Result<std::shared_ptr<Model>> loaded = Error{""};
   {
-    // Model::load maps the file, checks keys and tensors, decodes the small float tensors and
-    // (with a tier or plan) copies experts; it reports no bytes, so the ticker shows the time.
+    // Model::load maps the file and checks keys and tensors (a GGUF's weights are not read); a
+    // checkpoint folder's repack reads every weight byte and counts them (engine/load_progress.h).
+    load_progress().total = 0;
     Progress p(std::string(command) + ": loading " + a.model, [file_bytes] {
+      const uint64_t total = load_progress().total.load(), done = std::min(load_progress().done.load(), total);
+      if (total > 0) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "repacking and binding %llu of %llu MiB (%.0f %%)", (unsigned long long)(done >> 20),
+                      (unsigned long long)(total >> 20), 100.0 * double(done) / double(total));
+        return std::string(buf);
+      }
       return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
     });
     loaded = Model::load(a.model, mo);

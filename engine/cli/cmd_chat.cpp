@@ -5,7 +5,8 @@
 // the reply's end-of-sequence token is fed too, so the state always holds the whole conversation.
 // (In thinking mode earlier replies keep their reasoning in the state; DeepSeek's renderer would
 // drop it when re-rendering the whole conversation. /reset starts afresh.)
-// Commands: /reset (clear the conversation, keep the system prompt), /exit (or end of input).
+// Commands: /help, /reset (clear the conversation, keep the system prompt), /exit (or end of
+// input); any other one-word /name is refused as unknown, not sent; "//text" sends "/text".
 // Ctrl-C stops the current reply (the turn is closed with end-of-sequence) and keeps the session;
 // Ctrl-C while waiting for input ends the program.
 #include <unistd.h>
@@ -117,6 +118,17 @@ int run() {
       std::fprintf(stderr, "chat: conversation cleared\n");
       continue;
     }
+    // Any other one-word "/name" line is a command, never sent to the model; "//..." sends "/...".
+    if (line == "/help" || line == "/?") {
+      std::fprintf(stderr, "chat: commands: /help, /reset (clear the conversation), /exit or /quit (end); "
+                           "a line starting with // sends the text with one / removed\n");
+      continue;
+    }
+    if (line.size() > 1 && line[0] == '/' && line[1] != '/' && line.find_first_of(" \t") == std::string::npos) {
+      std::fprintf(stderr, "chat: unknown command '%s' (not sent to the model; /help lists the commands)\n", line.c_str());
+      continue;
+    }
+    if (line.rfind("//", 0) == 0) line.erase(0, 1);
     if (line.empty()) continue;
     // The new tokens of this turn: the first turn is rendered whole (BOS, system prompt), later
     // turns append to the state.

@@ -24,7 +24,7 @@ CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("score", "Teacher-forced logits of a token-id sequence, written as float32 [positions x vocab]");
   add_model_options(s, args.model, ModelOptionSet{});
   s->add_option("--token-ids", args.ids_file, "File of whitespace-separated token ids (- = standard input; at most 16 MiB)")->required();
-  s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab]")->required();
+  s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab] (- = standard output)")->required();
   s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
       ->capture_default_str();
   return s;

@@ -9,6 +9,7 @@
 #include <vector>
 #include <string_view>
 
+#include "ds4/oom_message.h"
 #include "engine/cli/command.h"
 
 namespace ds4::cli {
@@ -60,6 +61,19 @@ int main(int argc, char** argv) {
   // CLI11 allows one-character short names only: llama.cpp's `-np N` (serve) is read as `--np N`.
   for (auto& a : args)
     if (a == "-np") a = "--np";
+  // llama.cpp's `-fa` / `--flash-attn [on|off|auto]` (CLI11 would read `-fa` as `-f a`, a prompt
+  // file named "a"): noted and dropped, since attention here always runs this runtime's own ops.
+  for (size_t i = 0; i < args.size();) {
+    if (args[i] != "-fa" && args[i] != "--flash-attn") {
+      ++i;
+      continue;
+    }
+    size_t n = 1;
+    if (i + 1 < args.size() && (args[i + 1] == "on" || args[i + 1] == "off" || args[i + 1] == "auto")) n = 2;
+    std::fprintf(stderr, "ds4-offload: note: %s is llama.cpp's flash-attention switch; ignored here (attention always "
+                         "runs ds4-offload's own sparse-attention ops)\n", args[i].c_str());
+    args.erase(args.begin() + long(i), args.begin() + long(i + n));
+  }
   // An unknown first word is named as an unknown command, with the list (CLI11 would call it an
   // unexpected argument).
   if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
@@ -97,7 +111,8 @@ int main(int argc, char** argv) {
       try {
         return cmd->run();
       } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "ds4-offload %s: error: out of memory\n", cmd->name.c_str());
+        std::fprintf(stderr, "ds4-offload %s: error: %s\n", cmd->name.c_str(),
+                     ds4::out_of_memory_message("running '" + cmd->name + "'").c_str());
         return kExitBadInput;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-offload %s: error: %s\n", cmd->name.c_str(), e.what());

@@ -2,6 +2,8 @@
 // (Model, Session, Tokenizer, Sampler) is in this file.
 #include "engine/server/engine_slot.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "engine/model_config.h"
@@ -26,10 +28,31 @@ SamplerParams sampler_params(const Sampling& s) {
 }
 }  // namespace
 
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int32_t n_top) {
+  // log p(i) = x_i - m - log(sum_j exp(x_j - m)), m = max_j x_j (double sums: 1e-15 relative).
+  double m = -INFINITY;
+  for (float x : logits) m = std::max(m, double(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - m);
+  const double lse = m + std::log(sum);
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = float(double(logits[size_t(id)]) - lse);
+  const size_t k = std::min(logits.size(), size_t(std::max(0, n_top)));
+  std::vector<int32_t> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i);
+  std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) t.top.emplace_back(idx[i], float(double(logits[size_t(idx[i])]) - lse));
+  return t;
+}
+
 Slot::~Slot() = default;
 
-size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache) {
+size_t Slot::start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache, int32_t top_logprobs) {
   session_->reset();
+  n_top_ = top_logprobs;
   sampler_ = std::make_unique<Sampler>(sampler_params(s));
   prompt_ = std::move(prompt);
   history_ = prompt_;
@@ -87,6 +110,7 @@ std::optional<int32_t> Slot::complete(size_t n_fed) {
     last_ = sampler_->sample(logits_, history_);
   have_last_ = true;
   history_.push_back(last_);
+  if (n_top_ >= 0) last_lp_ = token_logprob(logits_, last_, n_top_);
   return last_;
 }
 

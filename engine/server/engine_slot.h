@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ds4/result.h"
@@ -35,6 +36,18 @@ struct Sampling {
   uint64_t seed = 0;
 };
 
+/// Log-probability of a generated token under the model's distribution (log-softmax of the raw
+/// logits, before temperature / top-k / top-p: OpenAI's `logprobs` report the model's
+/// probabilities), with the `top` most likely ids (descending, ties to the lower id).
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// The TokenLogprob of `id` (< logits.size()) under `logits` [vocab], with `n_top` alternatives.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int32_t n_top);
+
 /// One sequence: its own Session (state, position) and sampler. Not thread-safe; stepped through
 /// Engine::step.
 class Slot {
@@ -45,7 +58,11 @@ class Slot {
   /// shorter than the prompt is restored instead of prefilled, and prefill states are stored at
   /// block multiples k * block with k a power of two and at the prompt's last block multiple.
   /// Returns the number of prompt tokens taken from the cache.
-  size_t start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache);
+  /// `top_logprobs` >= 0 records last_logprob() for every generated token (with that many
+  /// alternatives); -1 records none.
+  size_t start(std::vector<int32_t> prompt, const Sampling& s, bool use_cache, int32_t top_logprobs = -1);
+  /// The log-probability record of the last generated token (only with start's top_logprobs >= 0).
+  const TokenLogprob& last_logprob() const { return last_lp_; }
   /// Bytes of this slot's sequence state.
   uint64_t state_bytes() const;
   /// Current position (tokens fed).
@@ -75,6 +92,8 @@ class Slot {
   size_t fed_ = 0;
   bool have_last_ = false;
   int32_t last_ = 0;
+  int32_t n_top_ = -1;
+  TokenLogprob last_lp_;
 };
 
 /// A loaded model and its tokenizer, shared by all slots. Thread-safe except new_slot().

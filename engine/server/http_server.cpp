@@ -19,6 +19,7 @@
 #include "engine/chat_output_parser.h"
 #include "engine/server/engine_slot.h"
 #include "engine/server/openai_request.h"
+#include "engine/server/peer_socket.h"
 #include "engine/server/scheduler.h"
 #include "engine/server/stop_matcher.h"
 #include "engine/utf8_stream.h"
@@ -64,6 +65,7 @@ struct State {
   std::time_t created = std::time(nullptr);
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> http_4xx{0}, http_5xx{0};
+  std::atomic<uint64_t> client_gone{0};  // non-streamed requests whose client disconnected
   std::mt19937_64 seed_rng{std::random_device{}()};
   std::mutex seed_mu;
 };
@@ -80,16 +82,21 @@ class Pump {
   /// Waits up to `wait` for output; appends events; true once the generation is over.
   bool pull(std::chrono::milliseconds wait, std::vector<ChatOutputEvent>& ev) {
     std::vector<int32_t> fresh;
+    std::vector<TokenLogprob> fresh_lp;
     Finish fin;
     {
       std::unique_lock lk(job_->mu);
       job_->cv.wait_for(lk, wait, [&] { return job_->tokens.size() > consumed_ || job_->finish != Finish::None; });
       fresh.assign(job_->tokens.begin() + long(consumed_), job_->tokens.end());
+      if (job_->logprobs.size() > consumed_)
+        fresh_lp.assign(job_->logprobs.begin() + long(consumed_), job_->logprobs.end());
       fin = job_->finish;
       error_ = job_->error;
     }
-    for (int32_t t : fresh) {
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      const int32_t t = fresh[i];
       ++consumed_;
+      if (i < fresh_lp.size()) logprobs_.push_back(fresh_lp[i]);
       if (parser_ && parser_->in_reasoning()) ++reasoning_tokens_;
       feed(stop_.push(utf8_.push(eng_.piece(t))), ev);
       if (stop_.stopped()) {
@@ -112,6 +119,8 @@ class Pump {
   }
   Finish finish() const { return finish_; }
   const std::string& error() const { return error_; }
+  /// Log-probabilities of the tokens consumed so far (when the job records them).
+  const std::vector<TokenLogprob>& logprobs() const { return logprobs_; }
   int64_t completion_tokens() const { return int64_t(consumed_); }
   /// Prompt tokens the scheduler restored from the prefix cache.
   int64_t cached_tokens() const {
@@ -140,6 +149,7 @@ class Pump {
   StopMatcher stop_;
   std::optional<ChatOutputParser> parser_;
   size_t consumed_ = 0;
+  std::vector<TokenLogprob> logprobs_;
   int64_t reasoning_tokens_ = 0;
   bool stopped_by_string_ = false;
   Finish finish_ = Finish::None;
@@ -157,6 +167,43 @@ Json usage_json(int64_t prompt, const Pump& p) {
               {"completion_tokens_details", {{"reasoning_tokens", p.reasoning_tokens()}}},
               {"prompt_cache_hit_tokens", cached},
               {"prompt_cache_miss_tokens", prompt - cached}};
+}
+
+// OpenAI's logprobs object for `lps`: chat {"content": [{token, logprob, bytes, top_logprobs:
+// [{token, logprob, bytes}]}], "refusal": null}; completions (legacy) {"tokens", "token_logprobs",
+// "top_logprobs": [{token: logprob}], "text_offset"} with offsets counted in bytes from
+// `*offset` (advanced). Token text is the token's bytes, invalid UTF-8 replaced; `bytes` are raw.
+Json logprobs_json(const Engine& eng, std::span<const TokenLogprob> lps, bool chat, int64_t* offset) {
+  auto bytes = [](const std::string& p) {
+    Json a = Json::array();
+    for (unsigned char c : p) a.push_back(int(c));
+    return a;
+  };
+  if (chat) {
+    Json content = Json::array();
+    for (const auto& t : lps) {
+      const std::string p = eng.piece(t.id);
+      Json top = Json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string q = eng.piece(id);
+        top.push_back({{"token", sanitize_utf8(q)}, {"logprob", lp}, {"bytes", bytes(q)}});
+      }
+      content.push_back({{"token", sanitize_utf8(p)}, {"logprob", t.logprob}, {"bytes", bytes(p)}, {"top_logprobs", top}});
+    }
+    return Json{{"content", content}, {"refusal", nullptr}};
+  }
+  Json toks = Json::array(), tlp = Json::array(), top = Json::array(), off = Json::array();
+  for (const auto& t : lps) {
+    const std::string p = eng.piece(t.id);
+    toks.push_back(sanitize_utf8(p));
+    tlp.push_back(t.logprob);
+    Json m = Json::object();
+    for (const auto& [id, lp] : t.top) m[sanitize_utf8(eng.piece(id))] = lp;
+    top.push_back(m);
+    off.push_back(*offset);
+    *offset += int64_t(p.size());
+  }
+  return Json{{"tokens", toks}, {"token_logprobs", tlp}, {"top_logprobs", top}, {"text_offset", off}};
 }
 
 // A prepared request: tokens, limits checked, job built.
@@ -201,8 +248,7 @@ std::optional<ApiError> prepare(State& st, const httplib::Request& http, bool ch
     return make_error(400, "the prompt has " + std::to_string(n) + " tokens; the context is " + std::to_string(ctx) +
                                " tokens, which leaves no room to generate",
                       "invalid_request_error", "context_length_exceeded");
-  int64_t max_tokens = r.max_tokens.value_or(ctx - n);
-  if (!chat && !r.max_tokens) max_tokens = std::min<int64_t>(16, ctx - n);
+  const int64_t max_tokens = r.max_tokens.value_or(ctx - n);
   if (n + max_tokens > ctx)
     return make_error(400, "the prompt (" + std::to_string(n) + " tokens) plus max_tokens (" + std::to_string(max_tokens) +
                                ") exceed the context of " + std::to_string(ctx) + " tokens",
@@ -217,6 +263,7 @@ std::optional<ApiError> prepare(State& st, const httplib::Request& http, bool ch
   p.job->sampling = r.sampling;
   p.job->max_tokens = max_tokens;
   p.job->cache_prompt = r.cache_prompt;
+  p.job->top_logprobs = r.top_logprobs;
   char id[48];
   std::snprintf(id, sizeof id, "%s-%llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)st.next_id++);
   p.id = id;
@@ -260,8 +307,15 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
   const std::string model = st.alias;
 
   if (!p->req.stream) {
+    // The client may go away while its reply is computed: its connection is polled between pulls
+    // (every 100 ms or token batch), and the job is cancelled so the slot frees at the next step.
+    const int fd = find_peer_socket(http.remote_addr, http.remote_port, http.local_port);
     std::vector<ChatOutputEvent> ev;
-    while (!pump->pull(std::chrono::milliseconds(200), ev)) {
+    while (!pump->pull(std::chrono::milliseconds(100), ev)) {
+      if (fd >= 0 && peer_gone(fd)) {
+        p->job->cancel = true;
+        st.client_gone++;
+      }
     }
     if (pump->finish() == Finish::Cancelled || pump->finish() == Finish::Error) {
       st.http_5xx++;
@@ -275,6 +329,9 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
       if (e.kind == ChatOutputEvent::Kind::ToolCall) calls.push_back(tool_call_json(e.call, calls.size(), p->id, false));
     }
     const char* fr = finish_reason(pump->finish(), !calls.empty());
+    Json lp = nullptr;
+    int64_t offset = 0;
+    if (p->req.top_logprobs >= 0) lp = logprobs_json(*st.engine, pump->logprobs(), chat, &offset);
     Json out;
     if (chat) {
       Json msg = {{"role", "assistant"}, {"content", content}};
@@ -282,10 +339,10 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
       if (thinking) msg["reasoning_content"] = reasoning;
       if (!calls.empty()) msg["tool_calls"] = calls;
       out = {{"id", p->id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-             {"choices", Json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", fr}}})}};
+             {"choices", Json::array({{{"index", 0}, {"message", msg}, {"logprobs", lp}, {"finish_reason", fr}}})}};
     } else {
       out = {{"id", p->id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-             {"choices", Json::array({{{"index", 0}, {"text", content}, {"logprobs", nullptr}, {"finish_reason", fr}}})}};
+             {"choices", Json::array({{{"index", 0}, {"text", content}, {"logprobs", lp}, {"finish_reason", fr}}})}};
     }
     out["usage"] = usage_json(n_prompt, *pump);
     return send_json(res, 200, out);
@@ -294,15 +351,25 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
   // Streamed: one provider call writes the whole stream (httplib gives it this connection's thread).
   const bool include_usage = p->req.include_usage;
   auto provider = [&st, p, pump, chat, thinking, n_prompt, created, model, include_usage](size_t, httplib::DataSink& sink) {
+    const bool want_lp = p->req.top_logprobs >= 0;
+    size_t lp_sent = 0;
+    int64_t lp_offset = 0;
+    // Each chunk carries the logprobs of the tokens consumed since the previous chunk.
     auto chunk = [&](Json choice_delta, const Json& finish) {
+      Json lp = nullptr;
+      if (want_lp) {
+        const auto& all = pump->logprobs();
+        lp = logprobs_json(*st.engine, std::span<const TokenLogprob>(all).subspan(lp_sent), chat, &lp_offset);
+        lp_sent = all.size();
+      }
       Json c;
       if (chat)
         c = {{"id", p->id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-             {"choices", Json::array({{{"index", 0}, {"delta", std::move(choice_delta)}, {"logprobs", nullptr},
+             {"choices", Json::array({{{"index", 0}, {"delta", std::move(choice_delta)}, {"logprobs", lp},
                                        {"finish_reason", finish}}})}};
       else
         c = {{"id", p->id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-             {"choices", Json::array({{{"index", 0}, {"text", choice_delta.value("content", "")}, {"logprobs", nullptr},
+             {"choices", Json::array({{{"index", 0}, {"text", choice_delta.value("content", "")}, {"logprobs", lp},
                                        {"finish_reason", finish}}})}};
       if (include_usage) c["usage"] = nullptr;
       const std::string s = "data: " + dump(c) + "\n\n";
@@ -381,6 +448,9 @@ std::string metrics_text(State& st) {
          double(st.http_4xx.load()));
   metric("ds4_http_server_errors_total", "counter", "Responses with a 5xx status from the generation endpoints.",
          double(st.http_5xx.load()));
+  metric("ds4_http_client_gone_total", "counter",
+         "Non-streamed requests whose client disconnected before the reply (generation cancelled).",
+         double(st.client_gone.load()));
   metric("ds4_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(s.prompt_tokens));
   metric("ds4_prompt_seconds_total", "counter", "Seconds spent in prefill.", s.prompt_seconds);
   metric("ds4_prompt_tokens_per_second", "gauge", "Prompt tokens per second of prefill time (average).",
@@ -499,6 +569,33 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   svr.set_write_timeout(opts.timeout_s, 0);
   State& s = *st;
   svr.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    // The body's size is checked from the headers, before httplib reads (or drains) any of it:
+    // cpp-httplib 0.11 skips an oversized body byte by byte before answering 413. The connection
+    // is closed after the reply, since the unread body is still in the socket.
+    if (req.has_header("Content-Length")) {
+      const std::string v = req.get_header_value("Content-Length");
+      const bool digits = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoull(v) > s.opts.max_body_bytes) {
+        const ApiError e = digits ? make_error(413, "the request body (Content-Length " + v + ") is larger than " +
+                                                        std::to_string(s.opts.max_body_bytes) + " bytes",
+                                               "invalid_request_error", "request_too_large")
+                                  : make_error(400, "the Content-Length header is not a byte count: '" +
+                                                        v.substr(0, 40) + "'",
+                                               "invalid_request_error", "bad_content_length");
+        res.set_header("Connection", "close");
+        send_error(res, e);
+        if (const int fd = find_peer_socket(req.remote_addr, req.remote_port, req.local_port); fd >= 0) {
+          const std::string body = dump(error_body(e));
+          answer_and_shutdown(fd,
+                              "HTTP/1.1 " + std::to_string(e.status) +
+                                  (e.status == 413 ? " Payload Too Large" : " Bad Request") +
+                                  "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                                  "\r\nConnection: close\r\n\r\n" + body,
+                              size_t(1) << 20);
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (s.opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + s.opts.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
@@ -556,8 +653,8 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   });
   std::fprintf(stderr, "serve: model %s (%s), %d slot(s), context %lld tokens, queue %d\n", s.alias.c_str(),
                s.engine->describe().c_str(), opts.n_slots, (long long)s.engine->n_ctx(), opts.max_queue);
-  std::printf("serve: listening on http://%s:%d\n", opts.host.c_str(), port);
-  std::fflush(stdout);
+  std::fprintf(stderr, "serve: listening on http://%s:%d\n", opts.host.c_str(), port);
+  std::fflush(stderr);
   const bool listened = svr.listen_after_bind();
   if (!signalled) {
     const unsigned char zero = 0;

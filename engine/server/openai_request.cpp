@@ -102,6 +102,16 @@ std::optional<ApiError> parse_common(const Json& b, const RequestLimits& lim, Ge
     if (!b[k].is_number()) return wrong_type(k, "a number", b[k]);
     if (b[k].get<double>() != 0.0) return unsupported(k, "other than 0");
   }
+  // llama.cpp's server names: `n_predict` is max_tokens (handled by the callers); `repeat_penalty`
+  // (1.0 = off) and `ignore_eos` are not implemented and refused by name unless they are no-ops.
+  if (b.contains("repeat_penalty") && !b["repeat_penalty"].is_null()) {
+    if (!b["repeat_penalty"].is_number()) return wrong_type("repeat_penalty", "a number", b["repeat_penalty"]);
+    if (b["repeat_penalty"].get<double>() != 1.0) return unsupported("repeat_penalty", "other than 1.0 (off)");
+  }
+  if (b.contains("ignore_eos") && !b["ignore_eos"].is_null()) {
+    if (!b["ignore_eos"].is_boolean()) return wrong_type("ignore_eos", "a boolean", b["ignore_eos"]);
+    if (b["ignore_eos"].get<bool>()) return unsupported("ignore_eos", "true");
+  }
   if (b.contains("logit_bias") && !b["logit_bias"].is_null() &&
       !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
     return unsupported("logit_bias", "");
@@ -128,14 +138,48 @@ std::optional<ApiError> parse_common(const Json& b, const RequestLimits& lim, Ge
   return std::nullopt;
 }
 
-std::optional<ApiError> get_max_tokens(const Json& b, GenerationRequest& r) {
-  std::optional<int64_t> a, c;
-  if (auto e = get_int(b, "max_tokens", 1, int64_t(1) << 40, a)) return e;
-  if (auto e = get_int(b, "max_completion_tokens", 1, int64_t(1) << 40, c)) return e;
-  if (a && c && *a != *c)
-    return bad("max_completion_tokens", "'max_tokens' (" + std::to_string(*a) + ") and 'max_completion_tokens' (" +
-                                            std::to_string(*c) + ") disagree");
-  r.max_tokens = c ? c : a;
+// max_tokens, OpenAI's newer max_completion_tokens (chat) and llama.cpp's n_predict (-1 = what
+// fits, as llama.cpp): all given ones must agree.
+std::optional<ApiError> get_max_tokens(const Json& b, GenerationRequest& r, bool chat) {
+  std::optional<int64_t> v;  // -1 = what fits
+  std::string from;
+  for (const std::string k : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    if (!chat && k == "max_completion_tokens") continue;
+    std::optional<int64_t> x;
+    if (k == "n_predict" && b.contains(k) && b[k].is_number_integer() && b[k].get<int64_t>() == -1)
+      x = -1;
+    else if (auto e = get_int(b, k.c_str(), 1, int64_t(1) << 40, x))
+      return k == "n_predict" ? bad(k, "'n_predict': expected -1 or an integer in [1, " +
+                                           std::to_string(int64_t(1) << 40) + "], found " + b[k].dump())
+                              : e;
+    if (!x) continue;
+    if (v && *v != *x)
+      return bad(k, "'" + from + "' (" + std::to_string(*v) + ") and '" + k + "' (" + std::to_string(*x) + ") disagree");
+    v = x;
+    from = k;
+  }
+  r.max_tokens_all = v && *v == -1;
+  r.max_tokens = r.max_tokens_all ? std::nullopt : v;
+  return std::nullopt;
+}
+
+// Chat's `logprobs` (bool) + `top_logprobs` (0..20); completions' `logprobs` (integer 0..5, the
+// number of alternatives; OpenAI's legacy Completions API reference).
+std::optional<ApiError> get_logprobs(const Json& b, GenerationRequest& r, bool chat) {
+  std::optional<int64_t> top;
+  if (chat) {
+    bool on = false;
+    if (b.contains("logprobs") && !b["logprobs"].is_null()) {
+      if (!b["logprobs"].is_boolean()) return wrong_type("logprobs", "a boolean", b["logprobs"]);
+      on = b["logprobs"].get<bool>();
+    }
+    if (auto e = get_int(b, "top_logprobs", 0, 20, top)) return e;
+    if (top && !on) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (on) r.top_logprobs = int32_t(top.value_or(0));
+  } else {
+    if (auto e = get_int(b, "logprobs", 0, 5, top)) return e;
+    if (top) r.top_logprobs = int32_t(*top);
+  }
   return std::nullopt;
 }
 
@@ -178,16 +222,12 @@ std::optional<ApiError> parse_chat_request(const Json& b, const RequestLimits& l
                                 "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "tools", "tool_choice",
                                 "parallel_tool_calls", "thinking", "reasoning_effort", "chat_template_kwargs",
                                 "response_format", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
-                                "logit_bias", "user", "cache_prompt"},
+                                "logit_bias", "user", "cache_prompt", "n_predict", "repeat_penalty", "ignore_eos"},
                             ""))
     return e;
   if (auto e = parse_common(b, lim, r)) return e;
-  if (auto e = get_max_tokens(b, r)) return e;
-  if (b.contains("logprobs") && !b["logprobs"].is_null()) {
-    if (!b["logprobs"].is_boolean()) return wrong_type("logprobs", "a boolean", b["logprobs"]);
-    if (b["logprobs"].get<bool>()) return unsupported("logprobs", "true");
-  }
-  if (b.contains("top_logprobs") && !b["top_logprobs"].is_null()) return unsupported("top_logprobs", "");
+  if (auto e = get_max_tokens(b, r, true)) return e;
+  if (auto e = get_logprobs(b, r, true)) return e;
   if (b.contains("response_format") && !b["response_format"].is_null()) {
     const Json& rf = b["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -339,16 +379,16 @@ std::optional<ApiError> parse_completion_request(const Json& b, const RequestLim
   if (!b.is_object()) return bad("", "expected a JSON object as the request body, found " + type_of(b));
   if (auto e = check_fields(b, {"model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p",
                                 "top_k", "min_p", "seed", "stop", "n", "echo", "suffix", "best_of", "logprobs",
-                                "frequency_penalty", "presence_penalty", "logit_bias", "user", "cache_prompt"},
+                                "frequency_penalty", "presence_penalty", "logit_bias", "user", "cache_prompt",
+                                "n_predict", "repeat_penalty", "ignore_eos"},
                             ""))
     return e;
   if (auto e = parse_common(b, lim, r)) return e;
-  std::optional<int64_t> mt;
-  if (auto e = get_int(b, "max_tokens", 1, int64_t(1) << 40, mt)) return e;
-  r.max_tokens = mt ? *mt : 16;
+  if (auto e = get_max_tokens(b, r, false)) return e;
+  if (!r.max_tokens && !r.max_tokens_all) r.max_tokens = 16;
+  if (auto e = get_logprobs(b, r, false)) return e;
   if (b.contains("echo") && !b["echo"].is_null() && b["echo"] != false) return unsupported("echo", "true");
   if (b.contains("suffix") && !b["suffix"].is_null()) return unsupported("suffix", "");
-  if (b.contains("logprobs") && !b["logprobs"].is_null()) return unsupported("logprobs", "");
   if (b.contains("best_of") && !b["best_of"].is_null() && b["best_of"] != 1) return unsupported("best_of", "other than 1");
   if (!b.contains("prompt")) return bad("prompt", "'prompt' is required");
   const Json& p = b["prompt"];

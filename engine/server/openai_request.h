@@ -4,8 +4,8 @@
 // Field names and meanings: OpenAI's Chat Completions and Completions API reference; DeepSeek's
 // extensions `thinking: {type: enabled|disabled}` and `reasoning_effort` (low | high | max,
 // api-docs.deepseek.com thinking-mode guide); `chat_template_kwargs` ({thinking | enable_thinking:
-// bool, reasoning_effort}) as vLLM/SGLang accept it; `top_k`, `min_p`, `cache_prompt` as
-// llama.cpp's server accepts them. Every other field is refused by name (400): nothing is silently
+// bool, reasoning_effort}) as vLLM/SGLang accept it; `top_k`, `min_p`, `cache_prompt`, `n_predict` (= max_tokens, -1 = what fits) as
+// llama.cpp's server accepts them; its `repeat_penalty` (other than 1) and `ignore_eos: true` are refused by name. Every other field is refused by name (400): nothing is silently
 // ignored. Accepted but without effect: `model` (any name), `user`, `parallel_tool_calls: true`,
 // `tool_choice: "auto"`. `cache_prompt: false` bypasses the prefix cache for the request.
 #pragma once
@@ -55,6 +55,8 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;
   std::optional<int64_t> max_tokens;  // absent = what fits (chat) / 16 (completions, OpenAI's default)
+  bool max_tokens_all = false;        // llama.cpp's n_predict: -1 (what fits, completions too)
+  int32_t top_logprobs = -1;          // -1: no logprobs; else alternatives per token (chat 0..20, completions 0..5)
   Sampling sampling;
   bool seed_given = false;
   std::vector<std::string> stop;

@@ -105,7 +105,7 @@ void Scheduler::loop() {
         if (a.job || queue_.empty()) continue;
         a.job = queue_.front();
         queue_.pop_front();
-        a.cached = a.slot->start(a.job->prompt, a.job->sampling, a.job->cache_prompt);
+        a.cached = a.slot->start(a.job->prompt, a.job->sampling, a.job->cache_prompt, a.job->top_logprobs);
         {
           std::lock_guard jl(a.job->mu);
           a.job->cached_tokens = int64_t(a.cached);
@@ -168,6 +168,7 @@ void Scheduler::loop() {
       {
         std::lock_guard lk(a.job->mu);
         a.job->tokens.push_back(tok);
+        if (a.job->top_logprobs >= 0) a.job->logprobs.push_back(a.slot->last_logprob());
         full = int64_t(a.job->tokens.size()) >= a.job->max_tokens;
       }
       {

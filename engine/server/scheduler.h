@@ -30,11 +30,13 @@ struct Job {
   Sampling sampling;
   int64_t max_tokens = 1;  // >= 1
   bool cache_prompt = true;  // use the prefix cache (when the server has one)
+  int32_t top_logprobs = -1;  // >= 0: record `logprobs` (one per token, this many alternatives)
 
   // Output, guarded by mu; the handler waits on cv.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int32_t> tokens;  // generated ids (EOS not included)
+  std::vector<TokenLogprob> logprobs;  // one per token when top_logprobs >= 0
   int64_t cached_tokens = 0;    // prompt tokens restored from the prefix cache (set at join)
   Finish finish = Finish::None;
   std::string error;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/dsv4_model.h"
+#include "engine/load_progress.h"
 #include "engine/official_checkpoint.h"
 #include "gguf/safetensors.h"
 #include "gguf/safetensors_writer.h"
@@ -87,6 +88,23 @@ TEST(OfficialCheckpoint, ViewDecodesToTheGgufTensorForTensor) {
   EXPECT_EQ(experts_same_bytes, 18);
   EXPECT_GT(mtp, 30);
   EXPECT_EQ(st.nvfp4_experts, 0);
+}
+
+// The load-progress counters (engine/load_progress.h) reach the checkpoint's bytes: total = every
+// tensor's bytes (from the safetensors headers, summed here independently), done = the bytes bound
+// (repacks write the weights with their scales; FP8 rows are +1/128 over their source).
+TEST(OfficialCheckpoint, LoadProgressCountsTheWeightBytes) {
+  auto ck = gguf::SafetensorsCheckpoint::open(folder().string());
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  uint64_t weights = 0;
+  for (const auto& t : ck->tensors()) weights += t.nbytes;
+  auto v = open_official_checkpoint(folder().string());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const uint64_t total = load_progress().total.load(), done = load_progress().done.load();
+  EXPECT_GT(total, 1u << 20);
+  EXPECT_EQ(total, weights);
+  EXPECT_GE(done, total - total / 100) << done << " of " << total;
+  EXPECT_LE(done, total + total / 50) << done << " of " << total;
 }
 
 TEST(OfficialCheckpoint, Nvfp4ExpertsChosenPerTensorAndDecodeLikeMxfp4) {

@@ -322,13 +322,21 @@ TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
   ASSERT_EQ(std::system(("mkfifo '" + fifo.string() + "'").c_str()), 0);
   const std::string q = "'" + fifo.string() + "'";
   expect("run -m " + f + " -f /dev/zero", "-f/--file '/dev/zero': expected a regular file, found a character device");
-  expect("run -m " + f + " -f " + q, "expected a regular file, found a FIFO (named pipe)");
+  // A FIFO given to -f is read like a pipe (`-f <(cmd)`), opened without blocking: with no writer
+  // it reads as empty (run: BOS only) instead of hanging.
+  {
+    auto r = t("run -m " + f + " -f " + q + " -n 1");
+    EXPECT_EQ(r.code, 0) << r.text;  // 124 = timed out (a hang)
+  }
   expect("run -m " + q + " -p x", "expected a regular file, found a FIFO (named pipe)");
   expect("inspect " + q, "expected a regular GGUF file, found a FIFO (named pipe)");
   expect("inspect /dev/zero", "expected a regular GGUF file, found a character device");
   expect("score -m " + f + " --token-ids /dev/zero --logits-out '" + (dir_ / "o.f32").string() + "'",
          "found a character device");
-  expect("perplexity -m " + f + " -f " + q, "found a FIFO");
+  {
+    auto r = t("perplexity -m " + f + " -f " + q);
+    EXPECT_NE(r.code, 124) << r.text;  // no hang: an empty text is an error or nothing to score
+  }
   expect("plan -m " + f + " --hw /dev/zero --dry-run", "hardware profile '/dev/zero': expected a regular file");
   expect("plan -m " + f + " --stats " + q + " --dry-run", "routing statistics '" + fifo.string() + "': expected a regular file");
   expect("run -m " + f + " -p x --plan " + q, "expected a regular file, found a FIFO");
@@ -403,6 +411,79 @@ TEST_F(Cli, WriteErrorsAreReported) {
   ASSERT_EQ(ok.code, 0) << ok.text;
   EXPECT_EQ(std::filesystem::file_size(dir_ / "l.f32"), 3u * 512u * 4u);
   for (const auto& e : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+// llama.cpp habits that CLI11 alone gets wrong: `-fa` (read as `-f a`), `-f` from a pipe
+// (`<(cmd)`), `--logits-out -`, and chat's `/help` (sent to the model as text before).
+TEST_F(Cli, LlamaCppHabitsPipesAndChatCommands) {
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  const std::string exe = std::string("'") + DS4_OFFLOAD_EXE + "' ";
+  auto fa = sh("run -m " + f + " -fa -p hi -n 2 --temp 0");
+  EXPECT_EQ(fa.code, 0) << fa.text;
+  EXPECT_NE(fa.text.find("-fa is llama.cpp's flash-attention switch; ignored"), std::string::npos) << fa.text;
+  auto fa2 = sh("run -m " + f + " --flash-attn on -p hi -n 2 --temp 0");
+  EXPECT_EQ(fa2.code, 0) << fa2.text;
+  // A FIFO with a writer (what `-f <(cmd)` passes) is read up to the limit.
+  const std::string fifo = (dir_ / "prompt.fifo").string();
+  ASSERT_EQ(std::system(("mkfifo '" + fifo + "'").c_str()), 0);
+  ASSERT_EQ(std::system(("(echo 'hello there' > '" + fifo + "') &").c_str()), 0);
+  auto pf = sh("run -m " + f + " -f '" + fifo + "' -n 2 --temp 0");
+  EXPECT_EQ(pf.code, 0) << pf.text;
+  write(dir_ / "prompt.txt", "hello there\n");
+  auto pr = sh("run -m " + f + " -f '" + (dir_ / "prompt.txt").string() + "' -n 2 --temp 0");
+  auto prompt_line = [](const std::string& t) {
+    const size_t a = t.find("prompt tokens: ");
+    return a == std::string::npos ? std::string("(none)") : t.substr(a, t.find(',', a) - a);
+  };
+  EXPECT_EQ(prompt_line(pf.text), prompt_line(pr.text)) << pf.text << "\n---\n" << pr.text;
+  EXPECT_NE(prompt_line(pf.text), "(none)") << pf.text;
+  // --logits-out - writes the float32 logits to standard output.
+  write(dir_ / "ids.txt", "0 5 7");
+  const std::string bin = (dir_ / "stdout.f32").string();
+  ASSERT_EQ(std::system((exe + "score -m " + f + " --token-ids '" + (dir_ / "ids.txt").string() +
+                         "' --logits-out - > '" + bin + "' 2>/dev/null").c_str()), 0);
+  EXPECT_EQ(fs::file_size(bin), 3u * 512u * 4u);
+  EXPECT_FALSE(fs::exists(fs::current_path() / "-"));
+  // chat: /help and an unknown /command are answered, not sent to the model.
+  const std::string log = (dir_ / "chat.log").string();
+  std::system(("printf '/help\\n/foo\\n/exit\\n' | " + exe + "chat -m " + f + " -n 2 > '" + log + "' 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("chat: commands: /help, /reset"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("chat: unknown command '/foo'"), std::string::npos) << ss.str();
+}
+
+// An allocation that fails inside a --tp rank thread is one clear error (exit 1, naming the rank and
+// the memory), not std::terminate (exit 134), and leaves no temporary output behind. The address
+// space is capped with prlimit(1): the 3-token baseline fits, 1000 positions in one call do not.
+TEST_F(Cli, OutOfMemoryInATpRankIsOneError) {
+  if (std::system("command -v prlimit > /dev/null 2>&1") != 0) GTEST_SKIP() << "prlimit (util-linux) not installed";
+  const std::string f = "'" + fixture_gguf().string() + "'";
+  write(dir_ / "ids3.txt", "0 5 7");
+  std::string ids;
+  for (int i = 0; i < 1000; ++i) ids += std::to_string(i % 500 + 1) + " ";
+  write(dir_ / "ids1k.txt", ids);
+  auto limited = [&](const std::string& ids_file, const std::string& out) {
+    const std::string log = (dir_ / "oom.log").string();
+    const std::string cmd = "prlimit --as=" + std::to_string(150ull << 20) + " '" + DS4_OFFLOAD_EXE + "' score -m " + f +
+                            " --tp 2 -t 2 --token-ids '" + (dir_ / ids_file).string() + "' --logits-out '" +
+                            (dir_ / out).string() + "' > '" + log + "' 2>&1";
+    const int st = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return std::pair<int, std::string>{WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ss.str()};
+  };
+  auto base = limited("ids3.txt", "base.f32");
+  if (base.first != 0) GTEST_SKIP() << "this build does not load under a 150 MiB address space (sanitizers?): " << base.second;
+  auto [code, text] = limited("ids1k.txt", "big.f32");
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_NE(text.find("error: out of memory while evaluating tensor-parallel rank"), std::string::npos) << text;
+  EXPECT_NE(text.find("address-space limit 150 MiB"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir_ / "big.f32"));
+  for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 

@@ -55,6 +55,7 @@ std::vector<Case> cases() {
   c.push_back({"overlapping tensors", file_bytes(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6), "overlaps tensor"});
   c.push_back({"hole between tensors", file_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})", 6), "unindexed bytes before tensor 'b'"});
   c.push_back({"bytes after the last tensor", file_bytes(ok2, 20), "8 bytes after the last tensor"});
+  c.push_back({"one name twice in a header", file_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), "names 'a' twice"});
   c.push_back({"__metadata__ not strings", file_bytes(R"({"__metadata__":{"format":1}})", 0), "expected a string"});
   return c;
 }

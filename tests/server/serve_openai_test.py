@@ -14,9 +14,11 @@ Exit 77 (skipped) when the `openai` package is missing.
 import argparse
 import http.client
 import json
+import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -57,14 +59,21 @@ def error_of(data):
 
 
 def start_server(exe, model, extra, env=None):
+    # The listen line is on stderr (stdout stays empty: nothing a pipe consumer would parse).
     p = subprocess.Popen([exe, "serve", "-m", model, "--port", "0", "-t", "1"] + extra,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    line = p.stdout.readline()
-    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = []
+    m = None
+    for line in p.stderr:
+        seen.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m or len(seen) > 50:
+            break
     if not m:
         p.kill()
-        print("server did not start:", line)
+        print("server did not start:", "".join(seen))
         sys.exit(1)
+    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
     return p, int(m.group(1))
 
 
@@ -188,6 +197,55 @@ def run_checks(port, key):
                                                                        max_tokens=12, temperature=0, stream=True)
                  if c.choices)
     check(cp.choices[0].text == cs and len(cs) > 0, "completions: streamed text equals the plain text")
+
+    # --- logprobs (OpenAI's shapes): greedy, so each chosen token is the top alternative ---
+    lr = client.chat.completions.create(model="tiny-test", messages=msgs, max_tokens=12, temperature=0,
+                                        extra_body=no_think, logprobs=True, top_logprobs=3)
+    lc = lr.choices[0].logprobs.content if lr.choices[0].logprobs else []
+    check(len(lc) == lr.usage.completion_tokens == 12, "chat logprobs: one entry per token (%d)" % len(lc))
+    check(b"".join(bytes(e.bytes) for e in lc).decode("utf-8", "replace") == lr.choices[0].message.content ==
+          text[:len(lr.choices[0].message.content)], "chat logprobs: the tokens' bytes spell the content")
+    check(all(e.logprob <= 0 and len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token and
+              e.top_logprobs[0].logprob == e.logprob and
+              all(a.logprob >= b.logprob for a, b in zip(e.top_logprobs, e.top_logprobs[1:])) and
+              sum(math.exp(t.logprob) for t in e.top_logprobs) <= 1 + 1e-5 for e in lc),
+          "chat logprobs: <= 0, greedy token = top_logprobs[0], alternatives descending, mass <= 1")
+    slc = []
+    for ch in client.chat.completions.create(model="tiny-test", messages=msgs, max_tokens=12, temperature=0,
+                                             extra_body=no_think, logprobs=True, top_logprobs=3, stream=True):
+        for c in ch.choices:
+            if c.logprobs and c.logprobs.content:
+                slc.extend(c.logprobs.content)
+    check([(e.token, e.logprob) for e in slc] == [(e.token, e.logprob) for e in lc],
+          "chat logprobs: streamed chunks carry the same tokens and values as the plain reply")
+    cl = client.completions.create(model="tiny-test", prompt="the river bank", max_tokens=12, temperature=0, logprobs=2)
+    L = cl.choices[0].logprobs
+    check(L is not None and len(L.tokens) == len(L.token_logprobs) == len(L.top_logprobs) == 12 and
+          "".join(L.tokens) == cl.choices[0].text and L.text_offset[0] == 0 and
+          all(len(t) == 2 and max(t.values()) == lp for t, lp in zip(L.top_logprobs, L.token_logprobs)),
+          "completions logprobs: tokens spell the text, top-2 dicts, greedy = the best alternative")
+
+    # --- a non-streamed client that disconnects frees its slot within a step ---
+    def metric_of(name):
+        _, _, m = raw(port, "GET", "/metrics", None, auth)
+        v = re.search(r"^%s (\S+)$" % name, m.decode(), re.M)
+        return float(v.group(1)) if v else -1.0
+    gone0, gen0 = metric_of("ds4_http_client_gone_total"), metric_of("ds4_generated_tokens_total")
+    body = json.dumps({"messages": [{"role": "user", "content": "tell a long story"}], "max_tokens": 900,
+                       "temperature": 0, "thinking": {"type": "disabled"}}).encode()
+    so = socket.create_connection(("127.0.0.1", port), timeout=10)
+    so.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
+               b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(0.5)
+    so.close()
+    t0 = time.time()
+    while time.time() - t0 < 5 and metric_of("ds4_requests_processing") != 0:
+        time.sleep(0.05)
+    dt = time.time() - t0
+    gone1, gen1 = metric_of("ds4_http_client_gone_total"), metric_of("ds4_generated_tokens_total")
+    check(gone1 == gone0 + 1 and gen1 - gen0 < 900 and dt < 2,
+          "non-streamed client disconnect: slot freed %.2f s after close, %d of 900 tokens generated"
+          % (dt, gen1 - gen0))
 
     # --- 8 concurrent greedy requests (batched together) equal the same served alone ---
     # cache_prompt off: the second round must not restore the first round's prompts.
@@ -315,11 +373,44 @@ def run_checks(port, key):
         check(False, "unknown field -> 400")
     except openai.BadRequestError as e:
         check("foo" in str(e), "unknown field -> 400 naming it (openai.BadRequestError)")
-    for field, value in (("n", 2), ("logprobs", True), ("frequency_penalty", 0.5),
+    for field, value in (("n", 2), ("repeat_penalty", 1.1), ("ignore_eos", True), ("frequency_penalty", 0.5),
                          ("response_format", {"type": "json_object"}), ("tool_choice", "required")):
         st, _, d = status_of({**good, field: value})
         check(st == 400 and field in error_of(d).get("message", ""),
               "unimplemented %s=%s -> 400 naming it (%d)" % (field, json.dumps(value), st))
+    st, _, d = status_of({**good, "n_predict": 5})
+    check(st == 400 and "n_predict" in error_of(d).get("message", ""), "n_predict disagreeing with max_tokens -> 400 (%d)" % st)
+    st, _, d = status_of({"messages": good["messages"], "n_predict": 3, "thinking": {"type": "disabled"}})
+    check(st == 200 and json.loads(d)["usage"]["completion_tokens"] <= 3, "llama.cpp's n_predict = max_tokens (%d)" % st)
+    st, _, d = status_of({**good, "top_logprobs": 2})
+    check(st == 400 and error_of(d).get("param") == "top_logprobs", "top_logprobs without logprobs -> 400 (%d)" % st)
+    st, _, d = status_of({**good, "logprobs": True, "top_logprobs": 21})
+    check(st == 400 and error_of(d).get("param") == "top_logprobs", "top_logprobs 21 -> 400 (%d)" % st)
+    st, _, d = status_of({"prompt": "x", "logprobs": 6}, path="/v1/completions")
+    check(st == 400 and error_of(d).get("param") == "logprobs", "completions logprobs 6 -> 400 (%d)" % st)
+    # A huge or garbage Content-Length is refused from the headers, before any body byte is read:
+    # the answer comes at once, then the connection closes.
+    for cl, want in (("10000000000", 413), ("-1", 400), ("12ab", 400)):
+        t0 = time.time()
+        so = socket.create_connection(("127.0.0.1", port), timeout=10)
+        so.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                    "Content-Type: application/json\r\nContent-Length: %s\r\n\r\n{\"mess" % (key, cl)).encode())
+        reply = b""
+        try:
+            while True:
+                b = so.recv(65536)
+                if not b:
+                    break
+                reply += b
+        except socket.timeout:
+            pass
+        so.close()
+        dt = time.time() - t0
+        head, _, body = reply.partition(b"\r\n\r\n")
+        code = (error_of(body) or {}).get("code")
+        check(head.startswith(b"HTTP/1.1 %d" % want) and code in ("request_too_large", "bad_content_length") and dt < 3,
+              "Content-Length %s -> %d JSON error from the headers, connection closed, in %.2f s (%r)"
+              % (cl, want, dt, head[:40]))
     st, _, d = status_of({**good, "messages": [{"role": "wizard", "content": "x"}]})
     check(st == 400, "unknown role -> 400 (%d)" % st)
     st, _, d = status_of({"messages": [{"role": "user", "content": "bread " * 1500}]})

@@ -3,6 +3,7 @@
 // definitions and the behaviour documented in engine/server/*.h.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -112,7 +113,12 @@ TEST(OpenAiRequest, RefusedByName) {
     const char* param;
   } cases[] = {
       {R"({"messages":[{"role":"user","content":"q"}],"n":2})", "n"},
-      {R"({"messages":[{"role":"user","content":"q"}],"logprobs":true})", "logprobs"},
+      {R"({"messages":[{"role":"user","content":"q"}],"logprobs":1})", "logprobs"},
+      {R"({"messages":[{"role":"user","content":"q"}],"top_logprobs":1})", "top_logprobs"},
+      {R"({"messages":[{"role":"user","content":"q"}],"repeat_penalty":1.1})", "repeat_penalty"},
+      {R"({"messages":[{"role":"user","content":"q"}],"ignore_eos":true})", "ignore_eos"},
+      {R"({"messages":[{"role":"user","content":"q"}],"max_tokens":5,"n_predict":6})", "n_predict"},
+      {R"({"messages":[{"role":"user","content":"q"}],"n_predict":0})", "n_predict"},
       {R"({"messages":[{"role":"user","content":"q"}],"presence_penalty":1})", "presence_penalty"},
       {R"({"messages":[{"role":"user","content":"q"}],"bogus":1})", "bogus"},
       {R"({"messages":[{"role":"user","content":"q","extra":1}]})", "messages[0].extra"},
@@ -160,6 +166,44 @@ TEST(OpenAiRequest, Completions) {
   e = parse_completion_request(Json::parse(R"({"prompt":"a","echo":true})"), {}, r);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "echo");
+}
+
+TEST(OpenAiRequest, LogprobsAndLlamaCppFields) {
+  GenerationRequest r;
+  ASSERT_FALSE(chat(R"({"messages":[{"role":"user","content":"q"}],"logprobs":true,"top_logprobs":5,"n_predict":7,
+                        "repeat_penalty":1.0,"ignore_eos":false})", r));
+  EXPECT_EQ(r.top_logprobs, 5);
+  EXPECT_EQ(r.max_tokens.value(), 7);
+  ASSERT_FALSE(chat(R"({"messages":[{"role":"user","content":"q"}],"logprobs":true})", r));
+  EXPECT_EQ(r.top_logprobs, 0);
+  ASSERT_FALSE(chat(R"({"messages":[{"role":"user","content":"q"}],"logprobs":false})", r));
+  EXPECT_EQ(r.top_logprobs, -1);
+  ASSERT_FALSE(parse_completion_request(Json::parse(R"({"prompt":"a","logprobs":3,"n_predict":-1})"), {}, r));
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_TRUE(r.max_tokens_all);
+  auto e = parse_completion_request(Json::parse(R"({"prompt":"a","logprobs":6})"), {}, r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "logprobs");
+}
+
+TEST(TokenLogprob, HandComputed) {
+  // logits {0, ln 3, ln 3 - 100}: p ~ {1/4, 3/4, ...}; log p(0) = -ln 4 - tiny, log p(1) = ln 3 - ln 4.
+  const std::vector<float> logits = {0.0f, float(std::log(3.0)), float(std::log(3.0) - 100.0)};
+  const TokenLogprob t = token_logprob(logits, 0, 2);
+  EXPECT_EQ(t.id, 0);
+  EXPECT_NEAR(t.logprob, -std::log(4.0), 1e-6);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[0].first, 1);
+  EXPECT_NEAR(t.top[0].second, std::log(0.75), 1e-6);
+  EXPECT_EQ(t.top[1].first, 0);
+  // Ties go to the lower id; n_top beyond the vocabulary is clamped.
+  const std::vector<float> flat = {2.0f, 2.0f, 2.0f};
+  const TokenLogprob u = token_logprob(flat, 2, 9);
+  ASSERT_EQ(u.top.size(), 3u);
+  EXPECT_EQ(u.top[0].first, 0);
+  EXPECT_EQ(u.top[2].first, 2);
+  EXPECT_NEAR(u.logprob, -std::log(3.0), 1e-6);
 }
 
 TEST(OpenAiRequest, ErrorBodyShape) {
