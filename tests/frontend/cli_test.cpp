@@ -208,7 +208,7 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
   EXPECT_NE(c.text.find("backend: cpu (cpu ("), std::string::npos) << c.text;
   auto g = sh(m + "-p 'hello' -n 2 --backend cuda");
   EXPECT_EQ(g.code, 1) << g.text;
-  EXPECT_NE(g.text.find("backend 'cuda': expected cpu or auto"), std::string::npos) << g.text;
+  EXPECT_NE(g.text.find("backend 'cuda': expected a CUDA device, found none"), std::string::npos) << g.text;
 }
 
 TEST_F(Cli, RunRejectsBadInputs) {
