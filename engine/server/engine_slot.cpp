@@ -224,6 +224,8 @@ void Engine::set_scripted_output(std::string_view text) {
   scripted_ = true;
 }
 
+staging::StagingCounters Engine::expert_counters() const { return model_->expert_counters(); }
+
 std::string Engine::describe() const {
   const ModelConfig& c = model_->config();
   char buf[160];

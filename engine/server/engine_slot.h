@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "staging/staging_counters.h"
 #include "engine/server/prefix_cache.h"
 
 namespace ds4 {
@@ -128,6 +129,9 @@ class Engine {
   void enable_prefix_cache(uint64_t max_bytes, int block);
   /// The prefix cache's counters (zeros when off).
   PrefixCacheStats prefix_cache_stats() const;
+  /// The model's expert-store counters (tier, bytes per tier; staging/staging_counters.h). Call it
+  /// from the thread that runs step() (the stores' counters are not synchronized).
+  staging::StagingCounters expert_counters() const;
   /// Model summary for the startup line: "N layers, vocab V, weights X MiB".
   std::string describe() const;
   /// Diagnostics (DS4_SERVE_SCRIPTED_OUTPUT): slots created afterwards still prefill the prompt

@@ -474,6 +474,20 @@ std::string metrics_text(State& st) {
   metric("ds4_prefix_cache_evictions_total", "counter", "Snapshots evicted (least recently used).",
          double(pc.evictions));
   metric("ds4_sequence_state_bytes", "gauge", "Bytes of sequence state held by all slots.", double(s.state_bytes));
+  // Per-tier routed-expert traffic of the expert store (staging/staging_counters.h), one labelled
+  // series per tier; the store's tier is an info gauge. The default mmap store counts no copies.
+  const staging::StagingCounters& e = s.experts;
+  o += "# HELP ds4_expert_bytes_total Routed-expert weight bytes by where they came from (expert store counters).\n"
+       "# TYPE ds4_expert_bytes_total counter\n";
+  const std::pair<const char*, uint64_t> tiers[] = {
+      {"resident_reads", e.bytes_resident_reads}, {"host_to_device", e.bytes_host_to_device},
+      {"nvme_to_device", e.bytes_nvme_to_device}, {"cpu_reads", e.bytes_cpu_reads},
+      {"nvme_to_cpu", e.bytes_nvme_to_cpu}};
+  for (const auto& [name, v] : tiers)
+    o += std::string("ds4_expert_bytes_total{tier=\"") + name + "\"} " + std::to_string(v) + "\n";
+  o += "# HELP ds4_expert_store_info The expert store's tier (mmap, resident, host, nvme, plan).\n"
+       "# TYPE ds4_expert_store_info gauge\nds4_expert_store_info{tier=\"" +
+       (e.tier.empty() ? std::string("none") : e.tier) + "\"} 1\n";
   return o;
 }
 

@@ -138,8 +138,10 @@ void Scheduler::loop() {
     const auto t0 = clock::now();
     auto results = engine_->step(batch, prefill_chunk_);
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    staging::StagingCounters experts = engine_->expert_counters();
     {
       std::lock_guard lk(mu_);
+      stats_.experts = std::move(experts);
       // A step with any prefill in it counts as prefill time (the pass is shared).
       (any_prefill ? stats_.prompt_seconds : stats_.generation_seconds) += dt;
       ++stats_.steps;

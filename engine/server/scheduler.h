@@ -53,6 +53,9 @@ struct SchedulerStats {
   double prompt_seconds = 0, generation_seconds = 0;
   uint64_t state_bytes = 0;
   uint64_t steps = 0, batched_sequences = 0;  // forward passes, and sequences over all of them
+  /// The expert store's counters after the last step (read on the scheduler thread, which alone
+  /// evaluates, then copied here under the stats lock).
+  staging::StagingCounters experts;
 };
 
 /// The scheduler thread and its slots.

@@ -116,9 +116,14 @@ def main():
     subprocess.run([a.exe, "make-tiny", "-o", model4k, "--experts", "q8_0", "--seed", "3", "--config", cfg_path],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     env = dict(os.environ, DS4_SERVE_SCRIPTED_OUTPUT=SCRIPTED)
-    proc2, port2 = start_server(a.exe, model4k, ["--model-alias", "tiny-test"], env)
+    # The second server stages experts from host slabs, so /metrics has per-tier expert bytes to show.
+    proc2, port2 = start_server(a.exe, model4k, ["--model-alias", "tiny-test", "--experts-tier", "host"], env)
     try:
         run_tool_checks(port2)
+        _, _, m = raw(port2, "GET", "/metrics", None, None)
+        moved = sum(float(v) for v in re.findall(r'^ds4_expert_bytes_total\{tier="[a-z_]+"\} (\S+)$', m.decode(), re.M))
+        check(b'ds4_expert_store_info{tier="host"} 1' in m and moved > 0,
+              "/metrics: per-tier expert bytes of the host tier (%.0f bytes moved)" % moved)
     finally:
         proc2.send_signal(signal.SIGTERM)
         try:
