@@ -63,7 +63,26 @@ Result<Activations> parse_activations(const std::string& s) {
   if (s == "f32") return Activations::F32;
   if (s == "q8") return Activations::Q8;
   if (s == "fp8") return Activations::Fp8;
-  return Error{"--activations: expected f32, q8 or fp8, found \"" + s + "\""};
+  if (s == "auto") return Activations::Q8;
+  return Error{"--activations: expected auto, f32, q8 or fp8, found \"" + s + "\""};
+}
+
+Result<Activations> resolve_activations(const std::string& s, const char* command, std::string* why) {
+  DS4_TRY(Activations a, parse_activations(s));
+  if (s != "auto") {
+    if (why) *why = "as given by --activations";
+    return a;
+  }
+  const std::string c = command;
+  if (c == "score" || c == "perplexity" || c == "calibrate") {
+    if (why) *why = "auto: f32 for " + c + " (exactly decoded weights: the figures are fidelity measurements)";
+    return Activations::F32;
+  }
+  if (why)
+    *why = "auto: q8 for " + c +
+           " (2.4-3.8x faster decode than f32, mean |dlogprob| 0.113 vs the reference, llama.cpp 0.125; "
+           "--activations f32 for exactly decoded weights)";
+  return Activations::Q8;
 }
 
 const char* activations_name(Activations a) {
@@ -71,7 +90,8 @@ const char* activations_name(Activations a) {
 }
 
 Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command) {
-  DS4_TRY(Activations acts, parse_activations(a.activations));
+  std::string why;
+  DS4_TRY(Activations acts, resolve_activations(a.activations, command, &why));
   if (a.threads < 0) return Error{"-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(a.threads)};
   std::error_code ec;
   // A safetensors checkpoint folder is opened (and validated) by the checkpoint reader; every other
@@ -126,8 +146,8 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                command, a.model.c_str(), c.n_layer, (long long)c.dim, (long long)c.vocab, c.n_expert, c.n_expert_used,
                double(m->weight_bytes()) / (1024.0 * 1024.0), seconds_since(t0));
   const bool q8 = m->options().activations == Activations::Q8;
-  std::fprintf(stderr, "%s: activations: %s (default f32; effective %s), threads: %d%s%s%s, backend: %s (%s)\n",
-               command, activations_name(acts), activations_name(m->options().activations), m->options().threads,
+  std::fprintf(stderr, "%s: activations: %s (%s; effective %s), threads: %d%s%s%s, backend: %s (%s)\n",
+               command, activations_name(acts), why.c_str(), activations_name(m->options().activations), m->options().threads,
                m->options().threads == 0 ? " (all)" : "", q8 ? ", q8 dot kernels: " : "",
                q8 ? cpu::dot_backend_name(cpu::selected_backend()) : "", a.backend.c_str(), m->device_name().c_str());
   return m;
@@ -169,7 +189,8 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   if (which.model_required) m->required();
   s->add_option("-t,--threads", a.threads, "CPU threads (0 = all hardware threads)")->capture_default_str();
   s->add_option("--activations", a.activations,
-                "Matrix-product activations: f32 (exactly decoded weights, FP32 math), q8 (Q8_1 integer dots) or fp8 "
+                "Matrix-product activations: auto (q8 for run/chat/serve/bench, f32 for score/perplexity/calibrate), "
+                "f32 (exactly decoded weights, FP32 math), q8 (Q8_1 integer dots) or fp8 "
                 "(DeepSeek's QAT simulation: FP8/FP4 activation QDQ, on safetensors folders)")
       ->capture_default_str();
   s->add_option("--tp", a.tp,

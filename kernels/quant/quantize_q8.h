@@ -1,6 +1,9 @@
 // kernels/quant/quantize_q8.h — the Q8_1 activation quantizer contract (DS4_HD: CPU and CUDA
 // must produce identical blocks from identical floats).
 //
+// A block holding a NaN or an infinity gets the fp16 NaN scale 0x7E00 and all-zero codes (s = NaN),
+// so every dot with it is NaN, as the F32 path's would be (a corrupted weight must not vanish in
+// q8 mode: validate/run agreement, tests/frontend/validate_agrees_test.cpp).
 // Per block of 32 finite floats x[0..31] (DS4 contract; cf. ggml quantize_q8_1 and
 // quant-formats.md §5.2 recipe):
 //   amax = max_j |x[j]|                                      (order-free)
@@ -36,12 +39,18 @@ DS4_HD inline int8_t q8_code(float x, float df) {
   return int8_t(q);
 }
 
-/// Quantizes 32 finite floats to one Q8_1 block (the contract above).
+/// Quantizes 32 floats to one Q8_1 block (the contract above; non-finite input: NaN scale).
 DS4_HD inline void quantize_block_q8_1(const float* x, BlockQ8_1& out) {
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) {
     const float a = fabsf(x[j]);
-    amax = a > amax ? a : amax;
+    amax = (a > amax || a != a) ? a : amax;  // a NaN sticks (no later a > NaN)
+  }
+  if (!(amax <= 3.40282347e+38f)) {  // NaN or +inf
+    for (int j = 0; j < 32; ++j) out.qs[j] = 0;
+    out.d = uint16_t(0x7E00u);
+    out.s = uint16_t(0x7E00u);
+    return;
   }
   const uint16_t dh = q8_1_scale_bits(amax);
   const float df = fp16_to_f32(dh);

@@ -125,7 +125,7 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
       {m + "-p 16,abc", "found \"abc\""},
       {m + "-r 0", "-r/--repetitions: expected >= 1, found 0"},
       {m + "-t -1", "-t/--threads"},
-      {m + "--activations f16", "--activations: expected f32, q8 or fp8"},
+      {m + "--activations f16", "--activations: expected auto, f32, q8 or fp8"},
       {"bench -p 16", "-m/--model is required"},
       {m + "-p 100000", "exceeds the model's context_length"},
   };

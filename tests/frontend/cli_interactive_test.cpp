@@ -33,12 +33,14 @@ class CliInteractive : public ::testing::Test {
                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   /// Runs `chat` (greedy) with `input` on standard input; stdout in .text, stderr in *err.
+  // --activations f32: the state checks compare greedy replies, and under q8 (the auto default
+  // for chat) the fixture's random-weight model gives the same reply with and without history.
   test::CliOut chat(const std::string& input, const std::string& extra, std::string* err) {
     std::ofstream(dir_ / "in.txt") << input;
     // The program's stderr goes to err.txt (the shell's own, merged, stays empty).
     auto r = test::run_cli("/bin/sh",
                            "-c \"'" + std::string(DS4_OFFLOAD_EXE) + "' chat -m '" + fixture_gguf().string() +
-                               "' --temp 0 -n 8 " + extra + " < '" + (dir_ / "in.txt").string() + "' 2> '" +
+                               "' --activations f32 --temp 0 -n 8 " + extra + " < '" + (dir_ / "in.txt").string() + "' 2> '" +
                                (dir_ / "err.txt").string() + "'\"",
                            /*merge_stderr=*/true);
     *err = slurp(dir_ / "err.txt");

@@ -72,7 +72,7 @@ TEST_F(Cli, ScoreMatchesReferenceLogitsOnPromptP1) {
   auto r = sh("score -m '" + fixture_gguf().string() + "' --token-ids '" + (dir_ / "p1.txt").string() +
               "' --logits-out '" + (dir_ / "p1.f32").string() + "'");
   ASSERT_EQ(r.code, 0) << r.text;
-  EXPECT_NE(r.text.find("activations: f32 (default f32; effective f32)"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("activations: f32 (auto: f32 for score"), std::string::npos) << r.text;
   const size_t n = p1["prompt_ids"].size(), vocab = 512;
   auto mine = read_f32(dir_ / "p1.f32");
   ASSERT_EQ(mine.size(), n * vocab) << "logits file shape";
@@ -174,7 +174,7 @@ TEST_F(Cli, ScoreRejectsBadInputs) {
   check("score " + m + "--token-ids '" + (dir_ / "missing.txt").string() + "'" + out, "file not found");
   check("score -m '" + (dir_ / "nope.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out,
         "file not found");
-  check("score " + m + "--token-ids '" + (dir_ / "ok.txt").string() + "'" + out + " --activations q4", "expected f32, q8 or fp8");
+  check("score " + m + "--token-ids '" + (dir_ / "ok.txt").string() + "'" + out + " --activations q4", "expected auto, f32, q8 or fp8");
   write(dir_ / "notgguf.gguf", "this is not a gguf file at all, just text");
   auto r = sh("score -m '" + (dir_ / "notgguf.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out);
   EXPECT_EQ(r.code, 1) << r.text;
@@ -185,7 +185,7 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
   const std::string m = "run -m '" + fixture_gguf().string() + "' ";
   auto r = sh(m + "-p 'hello there' -n 6 --temp 0");
   ASSERT_EQ(r.code, 0) << r.text;
-  for (const char* s : {"prompt tokens: 9", "prefill:", "tok/s", "decode:", "peak memory", "activations: f32"})
+  for (const char* s : {"prompt tokens: 9", "prefill:", "tok/s", "decode:", "peak memory", "activations: q8 (auto: q8 for run"})
     EXPECT_NE(r.text.find(s), std::string::npos) << s << " missing in:\n" << r.text;
   // Sampling is deterministic for a seed.
   auto a = sh(m + "-p 'hello there' -n 8 --temp 0.9 --seed 5");
@@ -199,9 +199,9 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
     return t.substr(start, t.find("\nrun: prompt tokens") - start);
   };
   EXPECT_EQ(body(a.text), body(b.text));
-  auto q = sh(m + "-p 'hello' -n 2 --activations q8");
+  auto q = sh(m + "-p 'hello' -n 2 --activations f32");
   EXPECT_EQ(q.code, 0) << q.text;
-  EXPECT_NE(q.text.find("activations: q8 (default f32; effective q8)"), std::string::npos) << q.text;
+  EXPECT_NE(q.text.find("activations: f32 (as given by --activations; effective f32)"), std::string::npos) << q.text;
   // --backend: cpu and auto run on the CPU device; anything else is refused by name.
   auto c = sh(m + "-p 'hello' -n 2 --backend cpu");
   EXPECT_EQ(c.code, 0) << c.text;
