@@ -80,7 +80,7 @@ Result<Activations> resolve_activations(const std::string& s, const char* comman
   }
   if (why)
     *why = "auto: q8 for " + c +
-           " (2.4-3.8x faster decode than f32, mean |dlogprob| 0.113 vs the reference, llama.cpp 0.125; "
+           " (2.4-3.8x faster decode than f32, mean |dlogprob| 0.118 vs the reference, llama.cpp 0.122; "
            "--activations f32 for exactly decoded weights)";
   return Activations::Q8;
 }
