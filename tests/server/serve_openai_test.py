@@ -241,7 +241,12 @@ def run_checks(port, key):
     so = socket.create_connection(("127.0.0.1", port), timeout=10)
     so.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() +
                b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    time.sleep(0.5)
+    # Close as soon as the request holds a slot: the tiny model's greedy reply ends (EOS) after ~155
+    # tokens, which a quiet machine generates in ~0.5 s, so a fixed sleep raced the natural end.
+    t0 = time.time()
+    while time.time() - t0 < 5 and metric_of("ds4_requests_processing") < 1:
+        time.sleep(0.01)
+    time.sleep(0.02)
     so.close()
     t0 = time.time()
     while time.time() - t0 < 5 and metric_of("ds4_requests_processing") != 0:
