@@ -9,6 +9,7 @@
 set(DS4_CUDA_EMU_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_library(ds4_cuda_emu STATIC
   ${DS4_CUDA_EMU_DIR}/cuda_emu_runtime.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_tables.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_fiber.cpp
   ${DS4_CUDA_EMU_DIR}/nccl_emu.cpp)
 target_include_directories(ds4_cuda_emu PUBLIC ${DS4_CUDA_EMU_DIR}/include)
