@@ -5,53 +5,14 @@
 
 #include "ds4/result.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/quant/hc_sinkhorn.h"
 #include "kernels/quant/math.h"
 
 namespace ds4::cpu {
 
 void hc_split_sinkhorn_row(const float* m, const float* scale, const float* base, int hc, int iters, float eps,
                            float* mix_row) {
-  float* pre = mix_row;
-  float* post = mix_row + hc;
-  float* c = mix_row + 2 * hc;
-  for (int j = 0; j < hc; ++j) {
-    pre[j] = quant::sigmoid_f32(m[j] * scale[0] + base[j]) + eps;
-    post[j] = 2.0f * quant::sigmoid_f32(m[hc + j] * scale[1] + base[hc + j]);
-  }
-  for (int j = 0; j < hc; ++j) {  // row j: softmax over k
-    float mx = -INFINITY;
-    for (int k = 0; k < hc; ++k) {
-      c[j * hc + k] = m[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
-      mx = std::fmax(mx, c[j * hc + k]);
-    }
-    float s = 0;
-    for (int k = 0; k < hc; ++k) {
-      c[j * hc + k] = quant::exp_f32(c[j * hc + k] - mx);
-      s += c[j * hc + k];
-    }
-    for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / s + eps;
-  }
-  auto col_norm = [&] {
-    for (int k = 0; k < hc; ++k) {
-      float s = 0;
-      for (int j = 0; j < hc; ++j) s += c[j * hc + k];
-      s += eps;
-      for (int j = 0; j < hc; ++j) c[j * hc + k] /= s;
-    }
-  };
-  auto row_norm = [&] {
-    for (int j = 0; j < hc; ++j) {
-      float s = 0;
-      for (int k = 0; k < hc; ++k) s += c[j * hc + k];
-      s += eps;
-      for (int k = 0; k < hc; ++k) c[j * hc + k] /= s;
-    }
-  };
-  col_norm();
-  for (int it = 0; it < iters - 1; ++it) {
-    row_norm();
-    col_norm();
-  }
+  quant::hc_split_sinkhorn_row_ref(m, scale, base, hc, iters, eps, mix_row);
 }
 
 HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, int hc, int iters, float eps) {

@@ -5,6 +5,7 @@
 #include "kernels/cuda/ops/hc_pre/hc_mixes.cuh"
 #include "kernels/cuda/ops/ops_common.cuh"
 #include "kernels/cuda/ops/ops_cuda.h"
+#include "kernels/quant/hc_sinkhorn.h"
 #include "kernels/quant/math.h"
 
 namespace ds4::cuda {
@@ -12,48 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxMix = 64;  // (2 + hc) * hc
-
-/// hc_split_sinkhorn_row of kernels/cpu/hc_pre.cpp, statement for statement.
-__device__ void sinkhorn_row(const float* m, const float* scale, const float* base, int hc, int iters, float eps,
-                             float* mix_row) {
-  float* pre = mix_row;
-  float* post = mix_row + hc;
-  float* c = mix_row + 2 * hc;
-  for (int j = 0; j < hc; ++j) {
-    pre[j] = quant::sigmoid_f32(m[j] * scale[0] + base[j]) + eps;
-    post[j] = 2.0f * quant::sigmoid_f32(m[hc + j] * scale[1] + base[hc + j]);
-  }
-  for (int j = 0; j < hc; ++j) {
-    float mx = -INFINITY;
-    for (int k = 0; k < hc; ++k) {
-      c[j * hc + k] = m[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
-      mx = fmaxf(mx, c[j * hc + k]);
-    }
-    float s = 0;
-    for (int k = 0; k < hc; ++k) {
-      c[j * hc + k] = quant::exp_f32(c[j * hc + k] - mx);
-      s += c[j * hc + k];
-    }
-    for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / s + eps;
-  }
-  // col_norm(); then (iters - 1) times row_norm(); col_norm(); (one col_norm even for iters < 1)
-  for (int it = 0; it < (iters > 1 ? iters : 1); ++it) {
-    if (it > 0) {  // row normalization
-      for (int j = 0; j < hc; ++j) {
-        float s = 0;
-        for (int k = 0; k < hc; ++k) s += c[j * hc + k];
-        s += eps;
-        for (int k = 0; k < hc; ++k) c[j * hc + k] /= s;
-      }
-    }
-    for (int k = 0; k < hc; ++k) {  // column normalization
-      float s = 0;
-      for (int j = 0; j < hc; ++j) s += c[j * hc + k];
-      s += eps;
-      for (int j = 0; j < hc; ++j) c[j * hc + k] /= s;
-    }
-  }
-}
 
 __global__ void hc_pre_kernel(const float* x, uint64_t x_nb, const float* fn, uint64_t fn_nb, const float* scale,
                               const float* base, int hc, int64_t dim, int64_t n, int iters, float hc_eps,
@@ -66,7 +25,7 @@ __global__ void hc_pre_kernel(const float* x, uint64_t x_nb, const float* fn, ui
     const float* X = ops::at_row(x, t, x_nb);
     ops::block_hc_mixes(fn, fn_nb, R, X, hc * dim, norm_eps, mixes, &rs_sh);
     if (threadIdx.x == 0) {
-      sinkhorn_row(mixes, scale, base, hc, iters, hc_eps, row);
+      quant::hc_split_sinkhorn_row_ref(mixes, scale, base, hc, iters, hc_eps, row);
       float* M = ops::at_row(mix, t, mix_nb);
       for (int r = 0; r < R; ++r) M[r] = row[r];
     }
