@@ -58,7 +58,8 @@ std::string pair_of(const std::string& base) {
 }  // namespace
 
 Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const std::string& out_dir,
-                                                 const std::function<void(const std::string&)>& progress) {
+                                                 const std::function<void(const std::string&)>& progress,
+                                                 const std::map<std::string, float>& input_scale) {
   const auto t0 = std::chrono::steady_clock::now();
   Nvfp4CastReport rep;
   DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(src));
@@ -85,6 +86,9 @@ Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const s
     scale[base] = s;
   }
   if (weight.empty()) return Error{ck.path() + ": no DeepSeek FP4 routed experts (layers.L.ffn.experts.E.wP.weight + .scale) to cast"};
+  if (!input_scale.empty())
+    for (const auto& [base, t] : weight)
+      if (!input_scale.count(base)) return Error{"input_scale: no calibrated value for '" + base + "'; nothing written"};
   std::map<std::string, int> emax;  // pair base (w1 / w2) -> max E8M0 byte
   for (const auto& [base, s] : scale) {
     int& m = emax.try_emplace(pair_of(base), 0).first->second;
@@ -148,9 +152,11 @@ Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const s
       store.emplace_back(4);
       std::memcpy(store.back().data(), &s2, 4);
       const std::vector<uint8_t>& s2b = store.back();
-      const float one = 1.0f;
+      const auto cal = input_scale.find(base);
+      const float in_scale = cal == input_scale.end() ? 1.0f : cal->second;
+      rep.calibrated += cal != input_scale.end();
       store.emplace_back(4);
-      std::memcpy(store.back().data(), &one, 4);
+      std::memcpy(store.back().data(), &in_scale, 4);
       const std::vector<uint8_t>& isb = store.back();
       // Accounting: every per-32 block decodes to equal values (e2m1 * e4m3 * s2 vs e2m1 * 2^(e-127)).
       for (int64_t r = 0; r < rows; ++r)

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct Nvfp4CastReport {
   uint64_t blocks_exact = 0;     // of those, blocks whose 32 values decode equal after the cast
   uint64_t neg_zero = 0;         // E2M1 -0 nibbles written as +0
   int max_octaves = 0;           // largest e_max - e_j met (17 is the limit)
+  int calibrated = 0;            // input_scale tensors taken from the calibration map
   double seconds = 0;
 };
 
@@ -30,15 +32,19 @@ struct Nvfp4CastReport {
 /// hold a checkpoint already). Per expert E of layer L: e_max = the largest E8M0 exponent over
 /// w1 and w3 together (w2 on its own); weight_scale_2 = 2^(e_max - 127 - 8) (F32 scalar); each
 /// per-32 scale e_j becomes two per-16 E4M3 scales 2^(e_j - e_max + 8); nibbles unchanged except
-/// E2M1 -0 -> +0; input_scale = 1.0 (F32; a W4A16/W4A8 path ignores it); the `.scale` tensors of
+/// E2M1 -0 -> +0; input_scale (F32 scalar) = `input_scale[base]` when that map is given (keys
+/// `layers.L.ffn.experts.E.wP`, every cast matrix present: engine/nvfp4_calibration.h), else 1.0
+/// (a W4A16/W4A8 path ignores it); the `.scale` tensors of
 /// cast experts are dropped. Every other tensor (FP8 + scales, BF16, F32, tid2eid, the whole
 /// mtp.* block) is copied byte-identically, shards keep their names and tensor order, the index,
 /// config.json (quantization_config: modelopt NVFP4, the FP8 block config kept under fp8_dense)
 /// and hf_quant_config.json are written, other small files (tokenizer.json, ...) copied.
 /// Refuses before writing anything, naming the tensor, row and block, when a block cannot be cast
-/// exactly (e_max - e_j > 17, or an E8M0 0xFF scale). `progress` gets one line per shard.
+/// exactly (e_max - e_j > 17, or an E8M0 0xFF scale), or when `input_scale` is given and lacks a
+/// cast matrix. `progress` gets one line per shard.
 Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const std::string& out_dir,
-                                                 const std::function<void(const std::string&)>& progress = {});
+                                                 const std::function<void(const std::string&)>& progress = {},
+                                                 const std::map<std::string, float>& input_scale = {});
 
 /// Result of comparing two checkpoints.
 struct AuditReport {

@@ -33,6 +33,21 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     if (ForwardTrace* tr = s.chunk->trace; tr && !tr->router.empty())
       for (int64_t t = s.r0; t < s.r1; ++t)
         tr->router[l][s.pos0 + t - s.r0].assign(ids_host_.begin() + t * K, ids_host_.begin() + (t + 1) * K);
+  // Activation hook (ForwardTrace::moe_input): host copies of x and the routing weights, rank 0.
+  if (shard_.rank == 0 && std::any_of(segs.begin(), segs.end(), [](const Seg& s) {
+        return s.chunk->trace && s.chunk->trace->moe_input;
+      })) {
+    std::vector<float> xh(static_cast<size_t>(n * dim)), wh(static_cast<size_t>(n * K));
+    dev_.download(s_, x, xh.data(), xh.size() * 4);
+    dev_.download(s_, rw, wh.data(), wh.size() * 4);
+    for (const Seg& s : segs)
+      if (ForwardTrace* tr = s.chunk->trace; tr && tr->moe_input) {
+        const size_t r0 = static_cast<size_t>(s.r0), m = static_cast<size_t>(s.r1 - s.r0);
+        tr->moe_input(l, s.r1 - s.r0, std::span<const float>(xh.data() + r0 * size_t(dim), m * size_t(dim)),
+                      std::span<const int32_t>(ids_host_.data() + r0 * size_t(K), m * size_t(K)),
+                      std::span<const float>(wh.data() + r0 * size_t(K), m * size_t(K)));
+      }
+  }
 
   // Routed experts (tensor_parallel.h, definition 3): this rank computes the experts it owns,
   // ascending id, each over the batch's tokens routed to it, and writes each output into its

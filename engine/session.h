@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -98,6 +99,15 @@ struct ForwardTrace {
   std::vector<std::vector<std::vector<int32_t>>> router;
   /// indexer[layer][pos] = selected compressed block ids (descending score; ratio-4 layers only).
   std::vector<std::vector<std::vector<int32_t>>> indexer;
+  /// Optional activation hook (NVFP4 `input_scale` calibration, engine/nvfp4_calibration.h): when
+  /// set, called at every MoE sublayer (main layers; tensor rank 0 only) with host copies of this
+  /// chunk's rows of the sublayer input x [n, dim] (FP32, row-major: the rows the router and every
+  /// routed expert read), the selected expert ids [n, K] and their routing weights [n, K] (the
+  /// weight each expert's SwiGLU output is multiplied by before `w2`). Costs one download of x per
+  /// layer; numerics unchanged.
+  std::function<void(int layer, int64_t n, std::span<const float> x, std::span<const int32_t> ids,
+                     std::span<const float> weights)>
+      moe_input;
 };
 
 /// Options for a Session.

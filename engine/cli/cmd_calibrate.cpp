@@ -14,15 +14,16 @@
 // version 2 with "routes" (version 1 with --max-routes 0) (placement/routing_stats.h), read by
 // `plan --stats`, whose cost model samples the routes (co-activation preserved).
 //
+// The prompt pass is engine/prompt_runner.h (shared with `convert --to nvfp4 --prompts`).
 // The router choices come from the engine's trace hook (Session::set_trace, engine/session.h),
 // which records decisions without changing numerics.
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/prompt_runner.h"
 #include "engine/session.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
@@ -69,15 +70,7 @@ int run() {
   if (args.ctx < 0) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
   auto text = read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
-  std::vector<std::string> prompts;
-  {
-    std::istringstream in(text.value());
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") != std::string::npos) prompts.push_back(line);
-    }
-  }
+  const std::vector<std::string> prompts = split_prompt_lines(text.value());
   if (prompts.empty()) return fail(cmd, args.prompts + ": no prompt (every line is empty)");
   if (auto c = check_output_not_input(args.out, "-o/--output", {args.model.model, args.prompts}); !c)
     return fail(cmd, c.error().message);
@@ -98,7 +91,6 @@ int run() {
   if (!created) return fail(cmd, created.error().message);
   Session& session = *created.value();
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t windows = 0;
   std::atomic<size_t> done_prompts{0};
   std::atomic<int64_t> done_tokens{0};
   const size_t n_prompts = prompts.size();
@@ -108,33 +100,22 @@ int run() {
            std::to_string(done_tokens.load()) + " tokens (" +
            std::to_string(int64_t(s > 0 ? double(done_tokens.load()) / s : 0.0)) + " tok/s)";
   });
-  for (size_t pi = 0; pi < prompts.size(); ++pi) {
-    done_prompts = pi;
-    const std::vector<int32_t> toks = tok->encode(prompts[pi], tok->add_bos(), /*parse_special=*/true);
-    for (size_t w0 = 0; w0 < toks.size(); w0 += size_t(ctx)) {
-      const size_t w1 = std::min(toks.size(), w0 + size_t(ctx));
-      session.reset();
-      ForwardTrace trace;
-      session.set_trace(&trace);
-      for (size_t p = w0; p < w1; p += size_t(args.chunk)) {
-        const size_t q = std::min(w1, p + size_t(args.chunk));
-        auto e = session.eval(std::span<const int32_t>(toks.data() + p, q - p), nullptr, nullptr);
-        if (!e) return fail(cmd, "prompt " + std::to_string(pi + 1) + ": " + e.error().message);
-        done_tokens += int64_t(q - p);
-      }
-      session.set_trace(nullptr);
-      if (int(trace.router.size()) != c.n_layer)
-        return fail(cmd, "router trace has " + std::to_string(trace.router.size()) + " layers, expected " +
-                             std::to_string(c.n_layer));
-      for (int l = 0; l < c.n_layer; ++l)
-        for (size_t pos = 0; pos < w1 - w0; ++pos) {
-          auto r = counter.add(l, trace.router[size_t(l)].at(pos));
-          if (!r) return fail(cmd, "prompt " + std::to_string(pi + 1) + ", position " + std::to_string(pos) + ": " +
-                                       r.error().message);
-        }
-      ++windows;
-    }
-  }
+  const PromptRunOptions ro{.window = ctx, .chunk = args.chunk, .done_prompts = &done_prompts, .done_tokens = &done_tokens};
+  auto ran = run_prompts(session, tokenize_prompts(*tok, prompts), ro, nullptr,
+                         [&](size_t pi, std::span<const int32_t> window, ForwardTrace& trace) -> Result<void> {
+                           if (int(trace.router.size()) != c.n_layer)
+                             return Error{"router trace has " + std::to_string(trace.router.size()) + " layers, expected " +
+                                          std::to_string(c.n_layer)};
+                           for (int l = 0; l < c.n_layer; ++l)
+                             for (size_t pos = 0; pos < window.size(); ++pos) {
+                               auto r = counter.add(l, trace.router[size_t(l)].at(pos));
+                               if (!r) return Error{"prompt " + std::to_string(pi + 1) + ", position " + std::to_string(pos) +
+                                                    ": " + r.error().message};
+                             }
+                           return ok();
+                         });
+  if (!ran) return fail(cmd, ran.error().message);
+  const int64_t windows = ran->windows;
   const double secs = seconds_since(t0);
   auto tokens = counter.tokens();
   if (!tokens) return fail(cmd, tokens.error().message);

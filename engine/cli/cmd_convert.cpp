@@ -1,14 +1,21 @@
 // engine/cli/cmd_convert.cpp — `ds4-offload convert`:
-//   convert -m SRC --to nvfp4 -o DIR     lossless FP4 -> NVFP4 (ModelOpt layout) cast of the experts
+//   convert -m SRC --to nvfp4 -o DIR [--prompts F [-c N] [-t N]]
+//                                        lossless FP4 -> NVFP4 (ModelOpt layout) cast of the experts;
+//                                        with --prompts, input_scale calibrated (nvfp4_calibration.h)
 //   convert -m SRC --to gguf -o FILE [--experts mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
 //   convert --audit A B                  compare two checkpoints tensor by tensor after decoding
 // (engine/checkpoint_convert.h has the definitions.)
 #include <cstdio>
 #include <filesystem>
 
+#include <atomic>
+
 #include "engine/checkpoint_convert.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/model_config.h"
+#include "engine/nvfp4_calibration.h"
+#include "gguf/safetensors.h"
 
 namespace ds4::cli {
 namespace {
@@ -17,6 +24,10 @@ struct ConvertArgs {
   std::string model, to, out, prompts;
   std::vector<std::string> audit;
   GgufConvertOptions gguf;
+  int threads = 0;
+  int64_t ctx = 0;    // calibration window (0 = min(4096, context_length))
+  int64_t chunk = 512;
+  bool prompt_ids = false;  // --prompts holds token ids
 };
 ConvertArgs args;
 
@@ -25,12 +36,74 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-m,--model", args.model, "Source: DeepSeek safetensors folder (or, for --to gguf, any model the engine reads)");
   s->add_option("--to", args.to, "nvfp4 (safetensors folder, ModelOpt layout) or gguf (llama.cpp deepseek4 file)");
   s->add_option("-o,--output", args.out, "Output folder (nvfp4) or file (gguf)");
-  s->add_option("--prompts", args.prompts, "nvfp4: calibrate input_scale from these prompts (not implemented yet)");
+  s->add_option("--prompts", args.prompts,
+                "nvfp4: calibrate input_scale (ModelOpt: amax / (6 * 448)) from these prompts, one per non-empty line "
+                "(as `calibrate`; FP32 activations); without it input_scale = 1.0");
+  s->add_option("-c,--ctx-size,--ctx", args.ctx, "nvfp4 --prompts: window length in tokens (0 = min(4096, context_length))")
+      ->capture_default_str();
+  s->add_option("--chunk", args.chunk, "nvfp4 --prompts: tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  s->add_flag("--prompt-ids", args.prompt_ids,
+              "nvfp4 --prompts: each line is whitespace-separated token ids (for a checkpoint without tokenizer.json)");
+  s->add_option("-t,--threads", args.threads, "nvfp4 --prompts: threads (0 = all)")->capture_default_str();
   s->add_option("--experts", args.gguf.experts, "gguf: routed-expert type (mxfp4 = lossless from FP4)")->capture_default_str();
   s->add_option("--dense", args.gguf.dense, "gguf: FP8/BF16 dense tensors as f32 (lossless) or bf16 (checked lossless)")
       ->capture_default_str();
   s->add_option("--audit", args.audit, "Compare checkpoints A and B (GGUF or folders) after decoding")->expected(2);
   return s;
+}
+
+/// `--prompts`: the prompts run through SRC (loaded as `calibrate` loads it, FP32 activations) with
+/// the activation hook, then ModelOpt's input_scale per expert matrix (engine/nvfp4_calibration.h).
+Result<std::map<std::string, float>> calibrate_input_scales() {
+  const char* cmd = "convert";
+  DS4_TRY(std::string text, read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true));
+  const std::vector<std::string> lines = split_prompt_lines(text);
+  if (lines.empty()) return Error{args.prompts + ": no prompt (every line is empty)"};
+  if (args.ctx < 0) return Error{"-c/--ctx-size: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx)};
+  ModelArgs ma;
+  ma.model = args.model;
+  ma.activations = "f32";
+  ma.threads = args.threads;
+  DS4_TRY(std::shared_ptr<Model> m, load_model(ma, cmd));
+  std::vector<std::vector<int32_t>> prompts;
+  if (args.prompt_ids) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      DS4_TRY(auto ids, parse_token_ids(lines[i], args.prompts + " prompt " + std::to_string(i + 1), m->config().vocab));
+      prompts.push_back(std::move(ids));
+    }
+  } else {
+    const Tokenizer* tok = m->tokenizer();
+    if (!tok) return Error{args.model + ": the checkpoint has no tokenizer.json; give --prompts as token ids with --prompt-ids"};
+    prompts = tokenize_prompts(*tok, lines);
+  }
+  const ModelConfig& c = m->config();
+  const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
+  if (ctx > c.n_ctx) return Error{"-c/--ctx-size " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx)};
+  DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(args.model));
+  DS4_TRY(ExpertInputMaxima maxima, ExpertInputMaxima::create(c, ck, args.threads));
+  DS4_TRY(std::unique_ptr<Session> session, Session::create(m));
+  std::atomic<size_t> done_prompts{0};
+  std::atomic<int64_t> done_tokens{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  PromptRunStats st;
+  {
+    Progress progress("convert: calibrating", [&] {
+      return "prompt " + std::to_string(done_prompts.load() + 1) + " of " + std::to_string(prompts.size()) + ", " +
+             std::to_string(done_tokens.load()) + " tokens";
+    });
+    const PromptRunOptions ro{.window = ctx, .chunk = args.chunk, .done_prompts = &done_prompts, .done_tokens = &done_tokens};
+    DS4_TRY_VOID(calibrate_expert_inputs(*session, prompts, ro, maxima, &st));
+  }
+  int filled = 0;
+  DS4_TRY(auto scales, maxima.input_scales(&filled));
+  int reached = 0;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int e = 0; e < c.n_expert; ++e) reached += maxima.routed(l, e) > 0;
+  std::fprintf(stderr,
+               "convert: calibrated on %zu prompts, %lld tokens in %.2f s: %d of %d (layer, expert) pairs reached; "
+               "input_scale = amax / (6 * 448) (ModelOpt); %d matrices of unreached experts take their layer's largest\n",
+               prompts.size(), (long long)st.tokens, seconds_since(t0), reached, c.n_layer * c.n_expert, filled);
+  return scales;
 }
 
 int run() {
@@ -50,17 +123,22 @@ int run() {
   if (args.model.empty() || args.out.empty() || args.to.empty()) return fail(cmd, "expected -m SRC --to nvfp4|gguf -o OUT, or --audit A B");
   auto progress = [](const std::string& s) { std::fprintf(stderr, "convert: %s\n", s.c_str()); };
   if (args.to == "nvfp4") {
-    if (!args.prompts.empty())
-      return fail(cmd, "--prompts: calibrated input_scale is not implemented yet; omit it (input_scale = 1.0, ignored by W4A16/W4A8 paths)");
-    std::fprintf(stderr, "convert: input_scale = 1.0 for every expert (no --prompts; W4A16/W4A8 kernels ignore it)\n");
-    auto r = cast_checkpoint_to_nvfp4(args.model, args.out, progress);
+    std::map<std::string, float> scales;
+    if (args.prompts.empty()) {
+      std::fprintf(stderr, "convert: input_scale = 1.0 for every expert (no --prompts; W4A16/W4A8 kernels ignore it)\n");
+    } else {
+      auto c = calibrate_input_scales();
+      if (!c) return fail(cmd, c.error().message);
+      scales = std::move(c.value());
+    }
+    auto r = cast_checkpoint_to_nvfp4(args.model, args.out, progress, scales);
     if (!r) return fail(cmd, r.error().message);
     std::printf("convert: %s -> %s (NVFP4, ModelOpt layout): %d expert matrices cast, %d tensors copied byte-identically; "
                 "blocks bit-exact %llu / %llu (%.2f %%); %llu E2M1 -0 nibbles written as +0; widest scale range %d octaves "
-                "(limit 17); %.2f s\n",
+                "(limit 17); %d input_scale calibrated; %.2f s\n",
                 args.model.c_str(), args.out.c_str(), r->expert_tensors, r->copied_tensors, (unsigned long long)r->blocks_exact,
                 (unsigned long long)r->blocks, r->blocks ? 100.0 * double(r->blocks_exact) / double(r->blocks) : 100.0,
-                (unsigned long long)r->neg_zero, r->max_octaves, r->seconds);
+                (unsigned long long)r->neg_zero, r->max_octaves, r->calibrated, r->seconds);
     return 0;
   }
   if (args.to == "gguf") {
