@@ -279,7 +279,13 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
   if (!et || !expert_types.count(std::string(o.experts)))
     return Error{"--experts '" + o.experts + "': expected one of mxfp4, q8_0, q2_k, iq2_xxs, iq1_m"};
   if (o.dense != "f32" && o.dense != "bf16") return Error{"--dense '" + o.dense + "': expected f32 or bf16"};
-  DS4_TRY(gguf::GgufModel v, open_model_file(src));
+  // Streaming: a safetensors folder is bound lazily (each repack runs when its tensor is written),
+  // a GGUF is mapped; every output tensor is produced into the writer's one buffer while the file
+  // is written, and the source pages it read are dropped after it (peak RSS ~ the largest tensor).
+  std::map<std::string, TensorFill> fills;
+  const bool lazy = gguf::is_safetensors_path(src);
+  gguf::OpenOptions oo;
+  DS4_TRY(gguf::GgufModel v, lazy ? open_official_checkpoint_lazy(src, &fills) : open_model_file(src, oo));
   DS4_TRY(int64_t n_layer, v.metadata().get_int("deepseek4.block_count"));
   // Every routed-expert row must be a whole number of the target type's blocks (Q2_K/IQ2_XXS/IQ1_M
   // take 256 elements per block): refused before any work, naming the tensor and both sizes.
@@ -294,15 +300,26 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
     w.metadata().set(k, val);
   }
   if (o.experts == "mxfp4") w.metadata().set("general.file_type", gguf::Value::make_u32(38));  // llama.cpp MOSTLY_MXFP4
+  // The source bytes of view tensor `t`: in place (mmap) or produced by its lazy fill into `tmp`.
+  auto source = [&fills](const gguf::TensorInfo& t, std::vector<uint8_t>& tmp) -> Result<const uint8_t*> {
+    const auto f = fills.find(t.name);
+    if (f == fills.end()) return t.data;
+    tmp.resize(size_t(t.nbytes));
+    DS4_TRY_VOID(f->second(tmp.data()));
+    return static_cast<const uint8_t*>(tmp.data());
+  };
+  // Only bytes inside a file mapping (shard >= 0) are dropped: a tensor the view converted into
+  // memory at open (tid2eid) lives on the heap, where MADV_DONTNEED would zero it.
+  auto release = [](const gguf::TensorInfo& t) {
+    if (t.shard >= 0 && t.data) drop_mapped_pages(t.data, t.nbytes);
+  };
+  std::vector<int> layer_of;  // per written tensor, for progress lines
+  std::vector<uint8_t> tmp;    // one repacked source tensor at a time
   uint64_t bytes = 0;
-  int last_layer = -1;
-  std::vector<float> row;
-  for (const auto& t : v.tensors()) {
+  for (const gguf::TensorInfo& t : v.tensors()) {
     int layer = -1;
     if (t.name.rfind("blk.", 0) == 0) layer = std::atoi(t.name.c_str() + 4);
     if (layer >= n_layer) continue;  // MTP
-    if (layer != last_layer && layer >= 0 && progress) progress("layer " + std::to_string(layer) + " / " + std::to_string(n_layer));
-    last_layer = layer;
     const GgmlType ty = static_cast<GgmlType>(t.type);
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
     const bool expert = t.name.find("_exps.weight") != std::string::npos;
@@ -310,44 +327,64 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
     if (expert) want = static_cast<GgmlType>(et->id);
     else if (ty == GgmlType::F8_E4M3_R128 || ty == GgmlType::BF16 || ty == GgmlType::F16)
       want = o.dense == "bf16" ? GgmlType::BF16 : GgmlType::F32;
+    const gguf::TensorInfo* tp = &t;
+    gguf::GgufWriter::Fill fill;
     if (want == ty) {
-      DS4_TRY_VOID(w.add_tensor(t.name, t.type, ne, t.data, t.nbytes));
-      bytes += t.nbytes;
-      continue;
+      fill = [tp, &source, release, &tmp](uint8_t* dst) -> Result<void> {
+        DS4_TRY(const uint8_t* p, source(*tp, tmp));
+        std::memcpy(dst, p, tp->nbytes);
+        release(*tp);
+        return ok();
+      };
+    } else {
+      // Decode each row to FP32 and encode as `want` (F32: lossless; BF16: checked lossless).
+      fill = [tp, want, &source, release, &tmp, &progress, src](uint8_t* dst) -> Result<void> {
+        const gguf::TensorInfo& t = *tp;
+        const GgmlType ty = static_cast<GgmlType>(t.type);
+        DS4_TRY(const uint8_t* p, source(t, tmp));
+        const int64_t rb = cpu::row_bytes(want, t.ne[0]);
+        std::vector<float> row(size_t(t.ne[0])), back(row.size());
+        int64_t inexact_rows = 0;
+        for (int64_t r = 0; r < t.nrows(); ++r) {
+          cpu::dequantize_row(ty, p + r * t.row_bytes(), row.data(), t.ne[0]);
+          cpu::quantize_row(want, row.data(), dst + r * rb, t.ne[0]);
+          if (want != GgmlType::MXFP4 && want != GgmlType::BF16) continue;
+          cpu::dequantize_row(want, dst + r * rb, back.data(), t.ne[0]);
+          for (size_t k = 0; k < row.size(); ++k)
+            if (back[k] != row[k]) {
+              if (want == GgmlType::BF16)  // "checked lossless"
+                return Error{src + ": row " + std::to_string(r) + " col " + std::to_string(k) + ": " +
+                             std::to_string(row[k]) + " is not exact in BF16; use --dense f32"};
+              ++inexact_rows;  // MXFP4, "lossless by default": say when it is not
+              break;
+            }
+        }
+        release(t);
+        if (inexact_rows && progress)
+          progress("tensor '" + t.name + "': " + std::to_string(inexact_rows) + " of " + std::to_string(t.nrows()) +
+                   " rows are not exact in " + std::string(ggml_type_name(uint32_t(want))) + " (source " +
+                   std::string(ggml_type_name(t.type)) + "): lossy");
+        return ok();
+      };
     }
-    // Decode each row to FP32 and encode as `want` (F32: lossless; BF16: checked lossless).
-    const int64_t rb = cpu::row_bytes(want, t.ne[0]);
-    std::vector<uint8_t> buf(size_t(rb * t.nrows()));
-    row.resize(size_t(t.ne[0]));
-    int64_t inexact_rows = 0;
-    for (int64_t r = 0; r < t.nrows(); ++r) {
-      cpu::dequantize_row(ty, t.data + r * t.row_bytes(), row.data(), t.ne[0]);
-      cpu::quantize_row(want, row.data(), buf.data() + r * rb, t.ne[0]);
-      if (want == GgmlType::MXFP4) {  // "lossless by default": say when it is not
-        std::vector<float> back(row.size());
-        cpu::dequantize_row(want, buf.data() + r * rb, back.data(), t.ne[0]);
-        for (size_t k = 0; k < row.size(); ++k)
-          if (back[k] != row[k]) {
-            ++inexact_rows;
-            break;
-          }
-      }
-      if (want == GgmlType::BF16) {
-        std::vector<float> back(row.size());
-        cpu::dequantize_row(want, buf.data() + r * rb, back.data(), t.ne[0]);
-        for (size_t k = 0; k < row.size(); ++k)
-          if (back[k] != row[k])
-            return Error{src + ": tensor '" + t.name + "' row " + std::to_string(r) + " col " + std::to_string(k) + ": " +
-                         std::to_string(row[k]) + " is not exact in BF16; use --dense f32"};
-      }
-    }
-    if (inexact_rows && progress)
-      progress("tensor '" + t.name + "': " + std::to_string(inexact_rows) + " of " + std::to_string(t.nrows()) + " rows are not exact in " +
-               std::string(ggml_type_name(uint32_t(want))) + " (source " + std::string(ggml_type_name(t.type)) + "): lossy");
-    DS4_TRY_VOID(w.add_tensor(t.name, uint32_t(want), ne, buf.data(), buf.size()));
-    bytes += buf.size();
+    DS4_TRY_VOID(w.add_tensor_deferred(t.name, uint32_t(want), ne, std::move(fill)));
+    layer_of.push_back(layer);
   }
-  DS4_TRY_VOID(w.write(out));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto tick = [&](size_t k, uint64_t done, uint64_t total) {
+    bytes = done;
+    const bool last = k + 1 == layer_of.size();
+    if (!progress || (!last && layer_of[k + 1] == layer_of[k])) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s: %.1f / %.1f MiB written (%.0f %%, %.1f MiB/s)",
+                  layer_of[k] >= 0 ? ("layer " + std::to_string(layer_of[k]) + " / " + std::to_string(n_layer)).c_str()
+                                   : "global tensors",
+                  double(done) / 1048576.0, double(total) / 1048576.0, total ? 100.0 * double(done) / double(total) : 100.0,
+                  s > 0 ? double(done) / 1048576.0 / s : 0.0);
+    progress(buf);
+  };
+  DS4_TRY_VOID(w.write(out, tick));
   return bytes;
 }
 

@@ -71,7 +71,11 @@ struct GgufConvertOptions {
 /// converter variant that skips mtp.*); FP8 dense -> `dense`; experts as `experts` (MXFP4 bytes
 /// copied when the source is FP4; otherwise decoded and quantized with kernels/cpu quantize_row,
 /// and for an MXFP4 target every row decoded back: rows that differ are reported through
-/// `progress` as lossy). `progress` gets one line per layer.
+/// `progress` as lossy). Streaming: a folder is bound lazily (open_official_checkpoint_lazy), a
+/// GGUF mapped, each output tensor produced into the writer's one buffer while the file is written
+/// and the source pages it read dropped after it, so peak RSS is about the largest tensor (with
+/// its source), not the model. `progress` gets a line per layer with the bytes written so far
+/// ("layer L / N: done / total MiB written (P %, R MiB/s)"). All or nothing: a failure leaves no file.
 Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out, const GgufConvertOptions& o,
                                  const std::function<void(const std::string&)>& progress = {});
 

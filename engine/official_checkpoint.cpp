@@ -14,6 +14,9 @@
 #include <set>
 #include <thread>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/load_progress.h"
@@ -60,6 +63,16 @@ struct FirstError {
 /// Uninitialised byte buffer shared with the view (keep-alive).
 std::shared_ptr<uint8_t[]> alloc_bytes(uint64_t n) {
   return std::shared_ptr<uint8_t[]>(new uint8_t[std::max<uint64_t>(n, 1)]);
+}
+
+/// Drops the pages of [p, p + n) from this process's resident set (MADV_DONTNEED on the
+/// read-only file mapping: a later read faults them in from the file again). Streaming fills call
+/// it after reading a source tensor, so a conversion's RSS stays about one tensor.
+void drop_pages(const uint8_t* p, uint64_t n) {
+  if (n == 0) return;
+  const uintptr_t pg = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = uintptr_t(p) / pg * pg, b = (uintptr_t(p) + n + pg - 1) / pg * pg;
+  ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -161,9 +174,11 @@ bool split_block(const std::string& n, bool* mtp, int* idx, std::string* rest) {
 
 class ViewBuilder {
  public:
+  /// `fills` non-null: lazy mode (repacked tensors get data = nullptr and a fill, see
+  /// open_official_checkpoint_lazy); else `repack` chooses eager repacks or shapes only.
   ViewBuilder(std::shared_ptr<const gguf::SafetensorsCheckpoint> ck, const OfficialConfig& cfg,
-              OfficialCheckpointStats* st, bool repack)
-      : ck_(std::move(ck)), cfg_(cfg), st_(*st), repack_(repack) {}
+              OfficialCheckpointStats* st, bool repack, std::map<std::string, TensorFill>* fills = nullptr)
+      : ck_(std::move(ck)), cfg_(cfg), st_(*st), repack_(repack && !fills), fills_(fills) {}
 
   Result<void> build() {
     // Expert tensors grouped by (llama prefix, projection): [expert] -> official base name.
@@ -348,23 +363,40 @@ class ViewBuilder {
                    "; expected F8_E8M0 [" + std::to_string(so) + ", " + std::to_string(si) + "] for weight " + shape_str(t.shape)};
     TensorInfo i = info(llama, GgmlType::F8_E4M3_R128, t.shape);
     ++st_.fp8_tensors;
+    const std::string s_where = where(*s);
+    const bool lazy = fills_ != nullptr;
+    TensorFill fill = [w = &t, s, out, in, si, s_where, lazy](uint8_t* dst) -> Result<void> {
+      FirstError fe;
+      parallel_for((out + 127) / 128, [&](int64_t rb) {
+        for (int64_t r = rb * 128; r < std::min(out, rb * 128 + 128); ++r)
+          for (int64_t b = 0; b < si; ++b) {
+            const uint8_t e = s->data[rb * si + b];
+            if (e == 0xFF) fe.set(s_where + ": block [" + std::to_string(rb) + ", " + std::to_string(b) + "] is 0xFF (E8M0 NaN)");
+            uint8_t* d = dst + (r * si + b) * 129;
+            d[0] = e;
+            std::memcpy(d + 1, w->data + r * in + b * 128, 128);
+          }
+      });
+      if (lazy) drop_pages(w->data, w->nbytes), drop_pages(s->data, s->nbytes);
+      if (fe.msg) return Error{*fe.msg};
+      return ok();
+    };
+    return bind_repack(std::move(i), std::move(fill));
+  }
+
+  /// A repacked tensor: eager (filled now into a kept buffer), shapes only, or lazy (its fill kept).
+  Result<void> bind_repack(TensorInfo i, TensorFill fill) {
+    if (fills_) {
+      (*fills_)[i.name] = std::move(fill);
+      out_.push_back(std::move(i));
+      return ok();
+    }
     if (!repack_) {
       out_.push_back(std::move(i));
       return ok();
     }
     auto buf = alloc_bytes(i.nbytes);
-    FirstError fe;
-    parallel_for((out + 127) / 128, [&](int64_t rb) {
-      for (int64_t r = rb * 128; r < std::min(out, rb * 128 + 128); ++r)
-        for (int64_t b = 0; b < si; ++b) {
-          const uint8_t e = s->data[rb * si + b];
-          if (e == 0xFF) fe.set(where(*s) + ": block [" + std::to_string(rb) + ", " + std::to_string(b) + "] is 0xFF (E8M0 NaN)");
-          uint8_t* d = buf.get() + (r * si + b) * 129;
-          d[0] = e;
-          std::memcpy(d + 1, t.data + r * in + b * 128, 128);
-        }
-    });
-    if (fe.msg) return Error{*fe.msg};
+    DS4_TRY_VOID(fill(buf.get()));
     add_repacked(std::move(i), buf);
     return ok();
   }
@@ -435,36 +467,37 @@ class ViewBuilder {
     TensorInfo i = info(llama, ty, {cfg_.n_expert, out, in});
     const uint64_t row_bytes = i.nbytes / uint64_t(cfg_.n_expert * out);
     (nv ? st_.nvfp4_experts : st_.mxfp4_experts) += static_cast<int>(cfg_.n_expert);
-    if (!repack_) {
-      out_.push_back(std::move(i));
-      return ok();
-    }
-    auto buf = alloc_bytes(i.nbytes);
-    FirstError fe;
-    parallel_for(cfg_.n_expert, [&](int64_t e) {
-      const Src& x = src[size_t(e)];
-      for (int64_t r = 0; r < out; ++r) {
-        uint8_t* dst = buf.get() + uint64_t(e * out + r) * row_bytes;
-        const uint8_t* wr = x.w->data + r * (in / 2);
-        if (!nv) {
-          const uint8_t* sr = x.s->data + r * (in / 32);
-          for (int64_t b = 0; b < in / 32; ++b)
-            if (sr[b] == 0xFF) fe.set(where(*x.s) + ": row " + std::to_string(r) + " block " + std::to_string(b) + " is 0xFF (E8M0 NaN)");
-          cpu::repack_ds_fp4_to_mxfp4(wr, sr, dst, in);
-          continue;
+    std::vector<std::string> s_where;
+    for (const Src& x : src) s_where.push_back(where(*x.s));
+    const bool lazy = fills_ != nullptr;
+    TensorFill fill = [src, s_where, nv, out, in, row_bytes, lazy](uint8_t* buf) -> Result<void> {
+      FirstError fe;
+      parallel_for(int64_t(src.size()), [&](int64_t e) {
+        const Src& x = src[size_t(e)];
+        for (int64_t r = 0; r < out; ++r) {
+          uint8_t* dst = buf + uint64_t(e * out + r) * row_bytes;
+          const uint8_t* wr = x.w->data + r * (in / 2);
+          if (!nv) {
+            const uint8_t* sr = x.s->data + r * (in / 32);
+            for (int64_t b = 0; b < in / 32; ++b)
+              if (sr[b] == 0xFF) fe.set(s_where[size_t(e)] + ": row " + std::to_string(r) + " block " + std::to_string(b) + " is 0xFF (E8M0 NaN)");
+            cpu::repack_ds_fp4_to_mxfp4(wr, sr, dst, in);
+            continue;
+          }
+          // ModelOpt NVFP4 -> NVFP4_S2 (ggml NVFP4 nibble order, E4M3 bytes copied, tensor scale in front).
+          const uint8_t* sr = x.s->data + r * (in / 16);
+          float s2;
+          std::memcpy(&s2, x.s2->data, 4);
+          if (const int64_t bad = cpu::repack_modelopt_nvfp4_row(wr, sr, s2, dst, in); bad >= 0)
+            fe.set(s_where[size_t(e)] + ": row " + std::to_string(r) + " block " + std::to_string(bad) + " scale 0x" +
+                   fmt_hex(sr[bad]) + " (negative or NaN); expected a non-negative E4M3 scale");
         }
-        // ModelOpt NVFP4 -> NVFP4_S2 (ggml NVFP4 nibble order, E4M3 bytes copied, tensor scale in front).
-        const uint8_t* sr = x.s->data + r * (in / 16);
-        float s2;
-        std::memcpy(&s2, x.s2->data, 4);
-        if (const int64_t bad = cpu::repack_modelopt_nvfp4_row(wr, sr, s2, dst, in); bad >= 0)
-          fe.set(where(*x.s) + ": row " + std::to_string(r) + " block " + std::to_string(bad) + " scale 0x" +
-                 fmt_hex(sr[bad]) + " (negative or NaN); expected a non-negative E4M3 scale");
-      }
-    });
-    if (fe.msg) return Error{*fe.msg};
-    add_repacked(std::move(i), buf);
-    return ok();
+        if (lazy) drop_pages(x.w->data, x.w->nbytes), drop_pages(x.s->data, x.s->nbytes);
+      });
+      if (fe.msg) return Error{*fe.msg};
+      return ok();
+    };
+    return bind_repack(std::move(i), std::move(fill));
   }
 
   static std::string fmt_hex(uint8_t v) {
@@ -476,6 +509,7 @@ class ViewBuilder {
   const OfficialConfig& cfg_;
   OfficialCheckpointStats& st_;
   bool repack_ = true;
+  std::map<std::string, TensorFill>* fills_ = nullptr;
   std::set<std::string> used_;
   std::vector<TensorInfo> out_;
   std::vector<std::shared_ptr<const void>> keep_;
@@ -483,14 +517,17 @@ class ViewBuilder {
 
 }  // namespace
 
-Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats, bool repack) {
+namespace {
+
+Result<gguf::GgufModel> open_view(const std::string& path, OfficialCheckpointStats* stats, bool repack,
+                                  std::map<std::string, TensorFill>* fills) {
   OfficialCheckpointStats local;
   OfficialCheckpointStats& st = stats ? *stats : local;
   DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(path));
   auto shared = std::make_shared<const gguf::SafetensorsCheckpoint>(std::move(ck));
   DS4_TRY(OfficialConfig cfg, read_official_config(shared->folder()));
   const auto t0 = std::chrono::steady_clock::now();
-  ViewBuilder vb(shared, cfg, &st, repack);
+  ViewBuilder vb(shared, cfg, &st, repack, fills);
   DS4_TRY_VOID(vb.build());
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.quant = std::string(st.fp8_tensors ? "fp8" : "") + (st.mxfp4_experts ? "+fp4(mxfp4)" : "") +
@@ -512,6 +549,21 @@ Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, Offici
   for (const auto& t : tensors)
     if (t.shard >= 0) ++shards[size_t(t.shard)].n_tensors;
   return gguf::GgufModel::assemble(path, cfg.metadata, std::move(shards), std::move(tensors), std::move(keep));
+}
+
+}  // namespace
+
+void drop_mapped_pages(const uint8_t* p, uint64_t n) { drop_pages(p, n); }
+
+Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats, bool repack) {
+  return open_view(path, stats, repack, nullptr);
+}
+
+Result<gguf::GgufModel> open_official_checkpoint_lazy(const std::string& path, std::map<std::string, TensorFill>* fills,
+                                                      OfficialCheckpointStats* stats) {
+  DS4_CHECK(fills != nullptr);
+  fills->clear();
+  return open_view(path, stats, false, fills);
 }
 
 Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts) {

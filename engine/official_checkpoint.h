@@ -32,6 +32,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "ds4/result.h"
@@ -65,6 +67,24 @@ struct OfficialCheckpointStats {
 /// repacked; what `plan -m` and `bench` need to size a model without the 148 GB pass).
 Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats = nullptr,
                                                  bool repack = true);
+
+/// Produces the bytes of a lazily bound view tensor into `dst` (its nbytes), bit-identical to the
+/// eager repack, then drops the source pages it read from the process's memory (madvise
+/// MADV_DONTNEED on the read-only mapping). Errors: the eager repack's (E8M0 NaN, bad NVFP4 scale).
+/// Thread-compatible; uses all cores inside.
+using TensorFill = std::function<Result<void>(uint8_t* dst)>;
+
+/// Drops the pages of [p, p + n) (inside a read-only file mapping) from the process's resident
+/// set: madvise MADV_DONTNEED, rounded out to whole pages; a later read faults them in again.
+void drop_mapped_pages(const uint8_t* p, uint64_t n);
+
+/// open_official_checkpoint without the load-time repack, for streaming conversions: tensors used
+/// in place keep their mmap `data`; every repacked tensor (FP8 blocks, FP4/NVFP4 experts) has
+/// data = nullptr and a fill in `fills` under its view name (tid2eid, small, is converted at once).
+/// The returned view must outlive the fills. Errors: open_official_checkpoint's, except those
+/// that only the repack finds (reported by the fill).
+Result<gguf::GgufModel> open_official_checkpoint_lazy(const std::string& path, std::map<std::string, TensorFill>* fills,
+                                                      OfficialCheckpointStats* stats = nullptr);
 
 /// Opens any model path the CLI accepts: a GGUF file or split set (gguf::GgufModel::open with
 /// `opts`), or a safetensors checkpoint (open_official_checkpoint; repacks only when

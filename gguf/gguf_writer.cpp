@@ -110,7 +110,7 @@ Result<void> GgufWriter::add_pending(Pending p, const void* data, uint64_t nbyte
     return Error{"tensor '" + p.name + "': expected " + std::to_string(*nb) + " bytes for " +
                  std::string(ggml_type_name(p.type)) + ", found " + std::to_string(nbytes)};
   p.nbytes = *nb;
-  if (!p.zero) {
+  if (!p.zero && !p.fill) {
     const auto* b = static_cast<const uint8_t*>(data);
     p.bytes.assign(b, b + nbytes);
   }
@@ -121,16 +121,26 @@ Result<void> GgufWriter::add_pending(Pending p, const void* data, uint64_t nbyte
 Result<void> GgufWriter::add_tensor(const std::string& name, uint32_t type,
                                     const std::vector<int64_t>& ne, const void* data,
                                     uint64_t nbytes) {
-  return add_pending(Pending{name, type, ne, {}, 0, false}, data, nbytes);
+  return add_pending(Pending{name, type, ne, {}, 0, false, {}}, data, nbytes);
+}
+
+Result<void> GgufWriter::add_tensor_deferred(const std::string& name, uint32_t type, const std::vector<int64_t>& ne,
+                                             Fill fill) {
+  DS4_CHECK(fill != nullptr);
+  std::array<int64_t, 4> a{1, 1, 1, 1};
+  for (size_t k = 0; k < ne.size() && k < 4; ++k) a[k] = ne[k];
+  auto nb = tensor_nbytes(type, a);
+  Pending p{name, type, ne, {}, 0, false, std::move(fill)};
+  return add_pending(std::move(p), nullptr, nb ? *nb : 0);
 }
 
 Result<void> GgufWriter::add_tensor_zero(const std::string& name, uint32_t type,
                                          const std::vector<int64_t>& ne) {
-  return add_pending(Pending{name, type, ne, {}, 0, true}, nullptr, 0);
+  return add_pending(Pending{name, type, ne, {}, 0, true, {}}, nullptr, 0);
 }
 
 Result<void> GgufWriter::write_one(const std::string& path, const Metadata& kv,
-                                   const std::vector<const Pending*>& tensors) const {
+                                   const std::vector<const Pending*>& tensors, const Progress& progress) const {
   std::string head;
   put<uint32_t>(head, 0x46554747u);  // "GGUF"
   put<uint32_t>(head, 3);
@@ -158,9 +168,22 @@ Result<void> GgufWriter::write_one(const std::string& path, const Metadata& kv,
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Error{path + ": cannot create: " + std::strerror(errno)};
   Result<void> r = pwrite_all(fd, head.data(), head.size(), 0, path);
-  for (size_t k = 0; r.ok() && k < tensors.size(); ++k)
-    if (!tensors[k]->zero)
-      r = pwrite_all(fd, tensors[k]->bytes.data(), tensors[k]->nbytes, data_offset + offsets[k], path);
+  uint64_t data_total = 0, done = 0;
+  for (const Pending* t : tensors) data_total += t->nbytes;
+  std::vector<uint8_t> buf;  // deferred tensors, one at a time
+  for (size_t k = 0; r.ok() && k < tensors.size(); ++k) {
+    const Pending& t = *tensors[k];
+    if (t.fill) {
+      buf.resize(size_t(t.nbytes));
+      r = t.fill(buf.data());
+      if (!r) r = Error{"tensor '" + t.name + "': " + r.error().message};
+      else r = pwrite_all(fd, buf.data(), t.nbytes, data_offset + offsets[k], path);
+    } else if (!t.zero) {
+      r = pwrite_all(fd, t.bytes.data(), t.nbytes, data_offset + offsets[k], path);
+    }
+    done += t.nbytes;
+    if (r.ok() && progress) progress(k, done, data_total);
+  }
   // Zero tensors and padding are holes: extend the file to its full size.
   if (r.ok() && ::ftruncate(fd, static_cast<off_t>(total)) != 0)
     r = Error{path + ": cannot extend to " + std::to_string(total) + " bytes: " + std::strerror(errno)};
@@ -168,7 +191,7 @@ Result<void> GgufWriter::write_one(const std::string& path, const Metadata& kv,
   return r;
 }
 
-Result<void> GgufWriter::write(const std::string& path) const {
+Result<void> GgufWriter::write(const std::string& path, const Progress& progress) const {
   Metadata kv;
   for (const auto& [k, v] : metadata_.entries())
     if (k != "general.alignment") kv.set(k, v);
@@ -178,9 +201,9 @@ Result<void> GgufWriter::write(const std::string& path) const {
   // All or nothing: written under a temporary name and renamed, so a failed write (full disk)
   // leaves no partial file at `path`. An existing non-regular path (/dev/null) is written directly.
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return write_one(path, kv, all);
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return write_one(path, kv, all, progress);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Result<void> r = write_one(tmp, kv, all);
+  Result<void> r = write_one(tmp, kv, all, progress);
   if (!r) {
     ::unlink(tmp.c_str());
     return Error{path + ": " + r.error().message};

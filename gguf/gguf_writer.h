@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,17 @@ class GgufWriter {
   /// Adds an all-zero tensor without holding its bytes: the writer leaves a hole in the file
   /// (ftruncate), so a sparse file with tensors above 4 GiB costs no disk or memory.
   Result<void> add_tensor_zero(const std::string& name, uint32_t type, const std::vector<int64_t>& ne);
-  /// Writes a single file.
-  Result<void> write(const std::string& path) const;
+  /// Produces a deferred tensor's bytes into `dst` (exactly its nbytes) while the file is written.
+  using Fill = std::function<Result<void>(uint8_t* dst)>;
+  /// Adds a tensor whose bytes `fill` produces at write time, one tensor at a time into a buffer
+  /// the writer reuses (a streaming conversion holds one tensor, not the model). A fill error
+  /// aborts the write (no file is left at the path).
+  Result<void> add_tensor_deferred(const std::string& name, uint32_t type, const std::vector<int64_t>& ne, Fill fill);
+  /// Called after each tensor's bytes are written: (tensor index, bytes of tensor data written so
+  /// far, total bytes of tensor data).
+  using Progress = std::function<void(size_t tensor, uint64_t done, uint64_t total)>;
+  /// Writes a single file (`progress` optional).
+  Result<void> write(const std::string& path, const Progress& progress = {}) const;
   /// Writes `PREFIX-0000k-of-0000n.gguf` shards with at most `max_tensors` tensors each, with
   /// split.no (UINT16), split.count (UINT16), split.tensors.count (INT32); model metadata in
   /// shard 0 only. Returns the shard paths.
@@ -37,13 +47,14 @@ class GgufWriter {
     std::string name;
     uint32_t type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> bytes;  // empty for a zero tensor
+    std::vector<uint8_t> bytes;  // empty for a zero or deferred tensor
     uint64_t nbytes = 0;
     bool zero = false;
+    Fill fill;  // deferred: produces the bytes at write time
   };
   Result<void> add_pending(Pending p, const void* data, uint64_t nbytes);
-  Result<void> write_one(const std::string& path, const Metadata& kv,
-                         const std::vector<const Pending*>& tensors) const;
+  Result<void> write_one(const std::string& path, const Metadata& kv, const std::vector<const Pending*>& tensors,
+                         const Progress& progress = {}) const;
   uint32_t alignment_ = 32;
   Metadata metadata_;
   std::vector<Pending> tensors_;
