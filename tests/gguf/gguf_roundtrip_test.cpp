@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "gguf/gguf_file.h"
@@ -223,6 +224,52 @@ TEST(GgufRoundTrip, WriterRejectsBadTensors) {
   EXPECT_FALSE(w.add_tensor(std::string(64, 'n'), uint32_t(GgmlType::Q8_0), {32}, d.data(), d.size()).ok());
   EXPECT_TRUE(w.add_tensor("x", uint32_t(GgmlType::Q8_0), {32}, d.data(), d.size()).ok());
   EXPECT_FALSE(w.add_tensor("x", uint32_t(GgmlType::Q8_0), {32}, d.data(), d.size()).ok());
+}
+
+TEST(GgufRoundTrip, DeferredTensorsWriteTheSameBytesAndStream) {
+  // Two writers, one with copied tensors and one with the same bytes produced at write time: the
+  // files are byte-identical; the progress callback sees every tensor in order with running bytes;
+  // a fill error aborts the write and leaves no file.
+  const auto dir = ds4::test::scratch_dir("gguf_deferred");
+  std::vector<std::vector<uint8_t>> data;
+  for (int k = 0; k < 3; ++k) {
+    data.emplace_back(size_t(34 * (k + 1)));
+    for (size_t i = 0; i < data.back().size(); ++i) data.back()[i] = uint8_t(i * 7 + k);
+  }
+  GgufWriter a, b;
+  a.metadata().set("general.name", Value::make_string("deferred"));
+  b.metadata().set("general.name", Value::make_string("deferred"));
+  for (int k = 0; k < 3; ++k) {
+    const std::string n = "t" + std::to_string(k);
+    ASSERT_TRUE(a.add_tensor(n, uint32_t(GgmlType::Q8_0), {32 * (k + 1)}, data[size_t(k)].data(), data[size_t(k)].size()).ok());
+    ASSERT_TRUE(b.add_tensor_deferred(n, uint32_t(GgmlType::Q8_0), {32 * (k + 1)}, [&data, k](uint8_t* dst) -> ds4::Result<void> {
+                   std::copy(data[size_t(k)].begin(), data[size_t(k)].end(), dst);
+                   return ds4::ok();
+                 }).ok());
+  }
+  std::vector<std::pair<size_t, uint64_t>> seen;
+  ASSERT_TRUE(a.write((dir / "a.gguf").string()).ok());
+  ASSERT_TRUE(b.write((dir / "b.gguf").string(), [&](size_t k, uint64_t done, uint64_t total) {
+                 seen.push_back({k, done});
+                 EXPECT_EQ(total, 34u * 6);
+               }).ok());
+  std::ifstream fa(dir / "a.gguf", std::ios::binary), fb(dir / "b.gguf", std::ios::binary);
+  const std::string sa{std::istreambuf_iterator<char>(fa), {}}, sb{std::istreambuf_iterator<char>(fb), {}};
+  EXPECT_FALSE(sa.empty());
+  EXPECT_EQ(sa, sb);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], (std::pair<size_t, uint64_t>{0, 34}));
+  EXPECT_EQ(seen[2], (std::pair<size_t, uint64_t>{2, 34 * 6}));
+  GgufWriter c;
+  ASSERT_TRUE(c.add_tensor_deferred("bad", uint32_t(GgmlType::Q8_0), {32}, [](uint8_t*) -> ds4::Result<void> {
+                 return ds4::Error{"source unreadable"};
+               }).ok());
+  auto r = c.write((dir / "c.gguf").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("tensor 'bad': source unreadable"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(std::filesystem::exists(dir / "c.gguf"));
+  // Shape errors are still found when the tensor is added.
+  EXPECT_FALSE(c.add_tensor_deferred("odd", uint32_t(GgmlType::Q8_0), {30}, [](uint8_t*) { return ds4::ok(); }).ok());
 }
 
 // ---- split sets --------------------------------------------------------------------------------
