@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz/make_seeds.sh — regenerates the committed seed corpus (fuzz/corpus/*) with a built
 # ds4-offload: a micro deepseek4 GGUF (make-tiny, 124 KB), the JSON inputs of the placement readers
-# (first byte selects the reader, see fuzz_json.cpp), tokenizer and chat texts.
+# (first byte selects the reader, see fuzz_json.cpp), tokenizer and chat texts, and the safetensors
+# files and micro checkpoint folders of fuzz_safetensors (make_safetensors_seeds.py).
 # Usage: fuzz/make_seeds.sh build/engine/ds4-offload
 set -euo pipefail
 exe=$(realpath "$1")
@@ -27,4 +28,5 @@ printf '\x03<\xef\xbd\x9cUser\xef\xbd\x9c>caf\xc3\xa9 \xe2\x80\x94 123 4567\n\t<
 printf '\x00\xff\xfe bad utf8 \xc3 \xe2\x82' > $c/tokenizer/invalid-utf8.txt
 printf '\x02\x00You are terse.\x00\x01\x00What does the baker sell?\x00\x02why\x00Bread.\x00\x01\x00And the fisher?' > $c/chat/turns.bin
 printf '\x01\x01\x00Think first.' > $c/chat/think.bin
+python3 make_safetensors_seeds.py $c/safetensors
 echo "seeds: $(find $c -type f | wc -l) files, $(du -sh $c | cut -f1)"

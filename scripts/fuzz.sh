@@ -17,7 +17,7 @@ if [ -z "$CXX" ]; then echo "fuzz: clang++ not found (scripts/setup.sh installs 
 cmake -S fuzz -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" > /dev/null
 cmake --build "$BUILD" -j "$JOBS"
 status=0
-for t in gguf json tokenizer chat; do
+for t in gguf json tokenizer chat safetensors; do
   work="$BUILD/corpus-work/$t"; art="$BUILD/artifacts/$t"
   rm -rf "$work" "$art"; mkdir -p "$work" "$art"
   log="$BUILD/fuzz_$t.log"
