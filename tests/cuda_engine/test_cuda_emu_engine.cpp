@@ -47,35 +47,45 @@ struct GenRun {
   ForwardTrace trace;                    // router[layer][pos]
   std::vector<uint64_t> expert_bytes;    // [layer] gate + up + down bytes of one routed expert
   double seconds = 0;
+  int n_prompt = 0;                      // prompt tokens (one step)
 };
 
 int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-GenRun generate(const std::string& backend, const std::string& tier) {
+GenRun generate(const std::string& backend, const std::string& tier, Activations acts = Activations::F32,
+                int n_gen = kGenerate, int n_prompt = kPrompt) {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
   ModelOptions o;
   o.backend = backend;
   o.experts_tier = tier;
   o.threads = 1;
+  o.activations = acts;
   auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   if (!m.ok()) return r;
   auto g = test::load_goldens();
-  std::vector<int32_t> prompt(g[0].ids.begin(), g[0].ids.begin() + std::min<size_t>(kPrompt, g[0].ids.size()));
+  std::vector<int32_t> prompt(g[0].ids.begin(), g[0].ids.begin() + std::min<size_t>(n_prompt, g[0].ids.size()));
+  r.n_prompt = static_cast<int>(prompt.size());
   Dsv4Session s(*m);
   s.set_trace(&r.trace);
   std::vector<float> last;
   EXPECT_TRUE(s.eval(prompt, nullptr, &last).ok());
-  for (int i = 0; i < kGenerate; ++i) {
+  for (int i = 0; i < n_gen; ++i) {
     const int32_t t = argmax(last);
     r.tokens.push_back(t);
     EXPECT_TRUE(s.eval(std::span<const int32_t>(&t, 1), nullptr, &last).ok());
   }
   s.set_trace(nullptr);
   r.tiers = (*m)->device(0).weight_tier_bytes();
+  // The same counters as bench reads them (Model::device_tier_traffic, summed over ranks).
+  const DeviceTierTraffic dt = (*m)->device_tier_traffic();
+  EXPECT_EQ(dt.device_resident, r.tiers.device_resident);
+  EXPECT_EQ(dt.staged, r.tiers.staged);
+  EXPECT_EQ(dt.host, r.tiers.host);
+  EXPECT_EQ(dt.h2d_staged, r.tiers.h2d_staged);
   const WeightTraffic wt = s.weight_traffic();
   r.total = wt.total;
   r.routed = wt.routed_experts;
@@ -103,9 +113,10 @@ uint64_t routed_bytes_of_trace(const GenRun& r) {
   EXPECT_EQ(r.trace.router.size(), r.expert_bytes.size());
   for (size_t l = 0; l < r.trace.router.size() && l < r.expert_bytes.size(); ++l) {
     const auto& pos = r.trace.router[l];
-    EXPECT_EQ(pos.size(), size_t(kPrompt + kGenerate)) << "layer " << l;
-    std::vector<std::pair<size_t, size_t>> steps = {{0, kPrompt}};
-    for (size_t p = kPrompt; p < pos.size(); ++p) steps.emplace_back(p, p + 1);
+    const size_t np = static_cast<size_t>(r.n_prompt);
+    EXPECT_EQ(pos.size(), np + r.tokens.size()) << "layer " << l;
+    std::vector<std::pair<size_t, size_t>> steps = {{0, np}};
+    for (size_t p = np; p < pos.size(); ++p) steps.emplace_back(p, p + 1);
     for (auto [a, b] : steps) {
       std::set<int32_t> used;
       for (size_t p = a; p < b && p < pos.size(); ++p) used.insert(pos[p].begin(), pos[p].end());
@@ -128,11 +139,11 @@ TEST(CudaEmuEngine, ResidentExpertsGiveTheCpuTokens) {
   ASSERT_EQ(cpu.tokens.size(), size_t(kGenerate));
   EXPECT_EQ(res.tokens, cpu.tokens);
   // Resident: every weight byte read from device memory, nothing staged; the routed experts'
-  // reads are what the routing implies, as the engine and the store counted them.
+  // reads are what the routing implies, as the engine counted them (the default in-memory store
+  // keeps no byte counters).
   const uint64_t expected = routed_bytes_of_trace(res);
   EXPECT_GT(expected, 0u);
   EXPECT_EQ(res.routed, expected);
-  EXPECT_EQ(res.store.bytes_resident_reads, expected);
   EXPECT_EQ(res.tiers.staged, 0u);
   EXPECT_EQ(res.tiers.h2d_staged, 0u);
   EXPECT_EQ(res.tiers.device_resident, res.total);
@@ -164,6 +175,20 @@ TEST(CudaEmuEngine, StagedExpertsGiveTheCpuTokens) {
   std::printf("  staged: %.1f s; bytes/token %.0f device + %.0f staged (h2d %.0f; store host->slot %.0f)\n",
               stg.seconds, stg.tiers.device_resident * per_tok, stg.tiers.staged * per_tok,
               stg.tiers.h2d_staged * per_tok, stg.store.bytes_host_to_device * per_tok);
+}
+
+// Q8_1 activations (the run command's default): quantize_q8_1, then MMQ for a prefill of more
+// than 8 tokens and MMVQ at decode; resident experts, fewer decode tokens (time).
+TEST(CudaEmuEngine, Q8ActivationsGiveTheCpuTokens) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  constexpr int kQ8Prompt = 12, kQ8Tokens = 8;
+  const GenRun cpu = generate("cpu", "", Activations::Q8, kQ8Tokens, kQ8Prompt);
+  const GenRun q8 = generate("cuda", "", Activations::Q8, kQ8Tokens, kQ8Prompt);
+  ASSERT_EQ(cpu.tokens.size(), size_t(kQ8Tokens));
+  EXPECT_GT(q8.n_prompt, 8);  // the prefill takes the MMQ path
+  EXPECT_EQ(q8.tokens, cpu.tokens);
+  EXPECT_EQ(q8.routed, routed_bytes_of_trace(q8));
+  std::printf("  q8: %.1f s for %d + %d tokens\n", q8.seconds, q8.n_prompt, kQ8Tokens);
 }
 
 }  // namespace
