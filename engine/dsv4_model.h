@@ -38,6 +38,17 @@ class Dsv4Model final : public Model {
   std::string experts_summary() const override;
   staging::StagingCounters expert_counters() const override { return weights_.experts->counters(); }
   std::string device_name() const override { return devices_.at(0)->name(); }
+  DeviceTierTraffic device_tier_traffic() const override {
+    DeviceTierTraffic t;
+    for (const auto& d : devices_) {
+      const dev::WeightTierBytes b = d->weight_tier_bytes();
+      t.device_resident += b.device_resident;
+      t.staged += b.staged;
+      t.host += b.host;
+      t.h2d_staged += b.h2d_staged;
+    }
+    return t;
+  }
 
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
   dev::Device& device(int rank = 0) const { return *devices_.at(rank); }

@@ -67,6 +67,16 @@ struct RankMemory {
   uint64_t weights() const { return weights_replicated + weights_sharded + weights_experts; }
 };
 
+/// Weight bytes the model's devices read, split by where each matrix lived at the launch
+/// (dev::Device::weight_tier_bytes summed over ranks; bytes, monotone: take differences around
+/// evals). These are the backend's counters, independent of the engine's WeightTraffic.
+struct DeviceTierTraffic {
+  uint64_t device_resident = 0;  // matrices in device memory (CUDA: VRAM; bound at load)
+  uint64_t staged = 0;           // matrices copied into a device slot for their launch
+  uint64_t host = 0;             // matrices read in host memory (the CPU backend)
+  uint64_t h2d_staged = 0;       // bytes the staged copies moved host -> device
+};
+
 /// A loaded DSV4 model (config validated against the tensors, weights bound, tokenizer built).
 class Model {
  public:
@@ -90,6 +100,8 @@ class Model {
   virtual staging::StagingCounters expert_counters() const = 0;
   /// Name of the device(s) the model runs on ("cpu (4 threads)").
   virtual std::string device_name() const = 0;
+  /// The backend's own weight counters by tier, summed over the ranks' devices (monotone).
+  virtual DeviceTierTraffic device_tier_traffic() const = 0;
 };
 
 /// Per-token records of routing and indexer decisions (golden tests, `calibrate`, `run

@@ -216,6 +216,8 @@ struct Row {
   double bpt_staged = 0;   // tg rows: routed-expert bytes copied host -> device slot per token
   double bpt_nvme = 0;     // tg rows: routed-expert bytes read from the file per token
   double roofline_s = 0;   // tg rows: seconds per token the probed bandwidths allow
+  // tg rows: the backend's own counters per decoded token (Model::device_tier_traffic).
+  double bpt_dev_resident = 0, bpt_dev_staged = 0, bpt_dev_host = 0, bpt_dev_h2d = 0;
   /// Fraction of the roofline the run reached: roofline time / measured time per token.
   double frac() const { return roofline_s * ts.mean; }
 };
@@ -233,6 +235,7 @@ struct Rep {
   // default store, whose experts the cores read in place from the GGUF mapping).
   uint64_t staged_bytes = 0;  // host slab -> device slot copies (bytes_host_to_device)
   uint64_t nvme_bytes = 0;    // file -> device slot or host buffer (bytes_nvme_to_device + _to_cpu)
+  DeviceTierTraffic tiers;    // the backend's counters over the same evals (differences)
 };
 
 /// Staged and NVMe bytes between two snapshots of a store's counters.
@@ -256,6 +259,7 @@ Result<Rep> run_once(Session& s, const Model* store, const std::vector<int32_t>&
   int32_t tok = argmax(logits);
   const WeightTraffic w0 = s.weight_traffic();
   const staging::StagingCounters c0 = store ? store->expert_counters() : staging::StagingCounters{};
+  const DeviceTierTraffic d0 = store ? store->device_tier_traffic() : DeviceTierTraffic{};
   const auto t1 = Clock::now();
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
@@ -267,7 +271,12 @@ Result<Rep> run_once(Session& s, const Model* store, const std::vector<int32_t>&
   const WeightTraffic w1 = s.weight_traffic();
   rep.decode_bytes = w1.total - w0.total;
   rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
-  if (store) add_store_delta(c0, store->expert_counters(), &rep);
+  if (store) {
+    add_store_delta(c0, store->expert_counters(), &rep);
+    const DeviceTierTraffic d1 = store->device_tier_traffic();
+    rep.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
+                 d1.h2d_staged - d0.h2d_staged};
+  }
   return rep;
 }
 
@@ -451,6 +460,7 @@ int run_bench() {
     for (int n : gen_list) {
       std::vector<double> pp, ttft, tg;
       double bytes = 0, expert_bytes = 0, staged = 0, nvme = 0;
+      DeviceTierTraffic tiers;
       for (int r = 0; r < args.reps; ++r) {
         auto res = run_once(s, store, prompt, n);
         if (!res) return fail(cmd, res.error().message);
@@ -461,6 +471,10 @@ int run_bench() {
         expert_bytes += double(res->decode_expert_bytes);
         staged += double(res->staged_bytes);
         nvme += double(res->nvme_bytes);
+        tiers.device_resident += res->tiers.device_resident;
+        tiers.staged += res->tiers.staged;
+        tiers.host += res->tiers.host;
+        tiers.h2d_staged += res->tiers.h2d_staged;
       }
       // One pp row per prompt length (from the first generation length's runs).
       if (p > 0 && n == gen_list[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
@@ -470,6 +484,10 @@ int run_bench() {
                 bytes / toks, expert_bytes / toks};
         row.bpt_staged = staged / toks;
         row.bpt_nvme = nvme / toks;
+        row.bpt_dev_resident = double(tiers.device_resident) / toks;
+        row.bpt_dev_staged = double(tiers.staged) / toks;
+        row.bpt_dev_host = double(tiers.host) / toks;
+        row.bpt_dev_h2d = double(tiers.h2d_staged) / toks;
         // Roofline: every weight byte the cores multiplied at the probed read bandwidth, plus the
         // staged copies at the probed memcpy bandwidth (a CPU build's "H2D"). NVMe reads are not
         // charged (bench does not probe the drive; `plan --probe` does).
@@ -524,6 +542,10 @@ int run_bench() {
         j["bytes_per_token_est"] = bpt;
         j["bytes_per_token_staged"] = r.bpt_staged;
         j["bytes_per_token_nvme"] = r.bpt_nvme;
+        j["bytes_per_token_device_resident"] = r.bpt_dev_resident;
+        j["bytes_per_token_device_staged"] = r.bpt_dev_staged;
+        j["bytes_per_token_device_host"] = r.bpt_dev_host;
+        j["bytes_per_token_h2d_staged"] = r.bpt_dev_h2d;
         j["weights_GBps"] = r.bpt * r.ts.mean * 1e-9;
         j["frac_mem_bw"] = r.frac();
       }
@@ -584,6 +606,13 @@ int run_bench() {
                 r.decode ? fmtd("%.3f", r.bpt * r.ts.mean * 1e-9).c_str() : "-",
                 r.decode ? fmtd("%.2f", 100.0 * r.frac()).c_str() : "-");
   }
+  // Bytes per decoded token by tier from the backend's own counters (Device::weight_tier_bytes),
+  // beside the engine's B/tok above: device-resident + staged + host = B/tok.
+  std::printf("\n");
+  for (const Row& r : rows)
+    if (r.decode)
+      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g\n",
+                  r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host);
   return 0;
 }
 

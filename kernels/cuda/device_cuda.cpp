@@ -9,14 +9,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/comm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
@@ -42,13 +45,11 @@ using dev::Tensor;
 
 const char kCudaBackendTag = 0;
 
-/// One cudaMalloc, zeroed; `staged` marks the slots of the staging ring (tier accounting).
+/// One cudaMalloc (contents undefined: Device::alloc zeroes it on the compute stream); `staged`
+/// marks the slots of the staging ring (tier accounting).
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(uint64_t n, bool staged) : bytes_(n), staged_(staged) {
-    DS4_CUDA_CHECK(cudaMalloc(&mem_, n ? n : 1));
-    DS4_CUDA_CHECK(cudaMemset(mem_, 0, n ? n : 1));
-  }
+  CudaBuffer(uint64_t n, bool staged) : bytes_(n), staged_(staged) { DS4_CUDA_CHECK(cudaMalloc(&mem_, n ? n : 1)); }
   ~CudaBuffer() override { (void)cudaFree(mem_); }
   uint64_t bytes() const override { return bytes_; }
   const void* backend() const override { return &kCudaBackendTag; }
@@ -61,15 +62,41 @@ class CudaBuffer final : public Buffer {
   void* mem_ = nullptr;
 };
 
+/// Grow-only device scratch of one stream: the ops queued on that stream reuse it in stream
+/// order. Growing first waits for the stream (host sync), so no queued kernel still uses the old
+/// allocation when it is freed; contents are undefined (every user writes before reading).
+struct Scratch {
+  std::unique_ptr<CudaBuffer> b;
+  /// At least `bytes` of device memory; `st` is the stream every user of this scratch runs on.
+  uint8_t* get(uint64_t bytes, cudaStream_t st) {
+    if (!b || b->bytes() < bytes) {
+      if (b) DS4_CUDA_CHECK(cudaStreamSynchronize(st));
+      const uint64_t grown = std::max<uint64_t>(bytes, b ? 2 * b->bytes() : 0);
+      b.reset();
+      b = std::make_unique<CudaBuffer>(grown, false);
+    }
+    return b->base();
+  }
+};
+
+/// A CUDA stream (non-blocking: not ordered with the legacy default stream) and the scratch
+/// buffers of the ops queued on it (per stream, so ops on two streams never share scratch).
 class CudaStream final : public dev::Stream {
  public:
   explicit CudaStream(bool create) {
     if (create) DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
   }
   ~CudaStream() override {
-    if (s_) (void)cudaStreamDestroy(s_);
+    if (s_) {
+      (void)cudaStreamSynchronize(s_);  // queued kernels may still use the scratch below
+      (void)cudaStreamDestroy(s_);
+    }
   }
   cudaStream_t s_ = nullptr;
+  // run_matmuls: packed x, Q8_1 activations, FP8-QDQ activations, packed w, packed y.
+  Scratch xpack, actq, xqdq, wpack, ypack;
+  // moe_experts: pair list, gathered x, route weights, gate, up, expert output.
+  Scratch moe_pairs, moe_x, moe_w, moe_g, moe_u, moe_y;
 };
 
 class CudaEvent final : public dev::Event {
@@ -97,7 +124,8 @@ int32_t* ip(const Tensor& t) {
   DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
   return reinterpret_cast<int32_t*>(ptr(t));
 }
-cudaStream_t cs(dev::Stream& s) { return static_cast<CudaStream&>(s).s_; }
+CudaStream& cst(dev::Stream& s) { return static_cast<CudaStream&>(s); }
+cudaStream_t cs(dev::Stream& s) { return cst(s).s_; }
 
 /// Aborts naming the op when a launcher fails.
 void check_launch(cudaError_t e, const char* op) {
@@ -107,14 +135,15 @@ void check_launch(cudaError_t e, const char* op) {
   }
 }
 
-/// Grow-only device scratch (owned by the device; ops on one stream reuse it in order).
-struct Scratch {
-  std::unique_ptr<CudaBuffer> b;
-  uint8_t* get(uint64_t bytes) {
-    if (!b || b->bytes() < bytes) b = std::make_unique<CudaBuffer>(std::max<uint64_t>(bytes, b ? 2 * b->bytes() : 0), false);
-    return b->base();
-  }
-};
+/// DS4_CUDA_CHECK_NAN=1 (debugging aid): after every op, waits for its stream, downloads the
+/// op's F32 output and reports the first op of the run whose output holds a NaN.
+bool nan_check_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS4_CUDA_CHECK_NAN");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
 
 class CudaDevice final : public dev::Device {
  public:
@@ -147,7 +176,15 @@ class CudaDevice final : public dev::Device {
   }
 
   // ---- memory ------------------------------------------------------------------------------
-  std::unique_ptr<Buffer> alloc(uint64_t bytes) override { return std::make_unique<CudaBuffer>(bytes, false); }
+  /// Zeroed on the compute stream, then waits for it: a memset on the legacy stream (cudaMemset)
+  /// is not ordered with the non-blocking streams, so kernels could write the buffer before the
+  /// zeroing lands; the wait makes the zeros visible to work on any stream (allocs are rare).
+  std::unique_ptr<Buffer> alloc(uint64_t bytes) override {
+    auto b = std::make_unique<CudaBuffer>(bytes, false);
+    DS4_CUDA_CHECK(cudaMemsetAsync(b->base(), 0, bytes ? bytes : 1, stream_.s_));
+    DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    return b;
+  }
 
   Tensor bind(const dev::WeightMatrix& w) override {
     DS4_CHECK(w.data != nullptr || w.out == 0);
@@ -157,7 +194,11 @@ class CudaDevice final : public dev::Device {
     const auto key = std::make_tuple(w.data, static_cast<int>(w.type), w.in, w.out, w.row_bytes);
     if (auto it = bound_.find(key); it != bound_.end()) return it->second;
     auto b = std::make_unique<CudaBuffer>(bytes, false);
-    if (bytes) DS4_CUDA_CHECK(cudaMemcpy(b->base(), w.data, bytes, cudaMemcpyHostToDevice));
+    // On the compute stream (where every reader of the weight runs): a cudaMemcpy from pageable
+    // memory may return before its DMA lands and is not ordered with the non-blocking streams.
+    // The pageable source is staged by the runtime before cudaMemcpyAsync returns; a pinned one
+    // (host slabs) stays valid for the store's lifetime.
+    if (bytes) DS4_CUDA_CHECK(cudaMemcpyAsync(b->base(), w.data, bytes, cudaMemcpyHostToDevice, stream_.s_));
     tier_.h2d_persistent += bytes;
     Tensor t = tensor_of(b.get(), w);
     owned_.push_back(std::move(b));
@@ -195,17 +236,47 @@ class CudaDevice final : public dev::Device {
   }
   void synchronize(dev::Stream& s) override { DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s))); }
 
+  /// nan_check_enabled(): NaN scan of `t` (F32 rows) after `op`, reported once per op name.
+  void nan_check(dev::Stream& s, const char* op, const Tensor& t) {
+    if (!nan_check_enabled() || t.empty() || t.type != GgmlType::F32 || t.ne1 == 0) return;
+    const uint64_t planes = static_cast<uint64_t>(std::max<int64_t>(1, t.ne2));
+    const uint64_t span = (planes - 1) * t.nb2 + static_cast<uint64_t>(t.ne1 - 1) * t.nb1 + static_cast<uint64_t>(t.ne0) * 4;
+    std::vector<float> h(span / 4 + 1);
+    DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s)));
+    DS4_CUDA_CHECK(cudaMemcpy(h.data(), ptr(t), span, cudaMemcpyDeviceToHost));
+    int64_t bad = 0;
+    for (uint64_t p = 0; p < planes; ++p)
+      for (int64_t r = 0; r < t.ne1; ++r)
+        for (int64_t c = 0; c < t.ne0; ++c) {
+          const float v = h[(p * t.nb2 + static_cast<uint64_t>(r) * t.nb1) / 4 + c];
+          if (std::isnan(v) && bad < 4) std::fprintf(stderr, "  %s NaN at c=%lld r=%lld bits %08x\n", op, (long long)c, (long long)r, [&]{uint32_t u; std::memcpy(&u,&v,4); return u;}());
+          bad += std::isnan(v);
+        }
+    static std::mutex mu;
+    static std::map<std::string, int> seen;
+    std::lock_guard<std::mutex> lock(mu);
+    if (bad && seen[op]++ == 0)
+      std::fprintf(stderr, "ds4: CUDA backend: NaN check: %s: %lld NaN of [%lld, %lld, %lld] (op #%llu)\n", op,
+                   static_cast<long long>(bad), static_cast<long long>(t.ne0), static_cast<long long>(t.ne1),
+                   static_cast<long long>(t.ne2), static_cast<unsigned long long>(ops_seen_));
+    ++ops_seen_;
+  }
+  uint64_t ops_seen_ = 0;
+
   // ---- matrix products (ops_cuda_matmul.h) -------------------------------------------------
   void matmul(dev::Stream& s, const Tensor& w, const Tensor& x, const Tensor& y, ActFormat act) override {
     const Tensor* ws[1] = {&w};
     const Tensor* ys[1] = {&y};
-    run_matmuls(cs(s), ws, ys, 1, x, act);
+    run_matmuls(cst(s), ws, ys, 1, x, act);
+    nan_check(s, "matmul", y);
   }
   void matmul2(dev::Stream& s, const Tensor& w0, const Tensor& y0, const Tensor& w1, const Tensor& y1,
                const Tensor& x, ActFormat act) override {
     const Tensor* ws[2] = {&w0, &w1};
     const Tensor* ys[2] = {&y0, &y1};
-    run_matmuls(cs(s), ws, ys, 2, x, act);
+    run_matmuls(cst(s), ws, ys, 2, x, act);
+    nan_check(s, "matmul2 y0", y0);
+    nan_check(s, "matmul2 y1", y1);
   }
   void embed_rows(dev::Stream& s, const Tensor& w, const Tensor& ids, int64_t vocab0, int64_t vocab1,
                   const Tensor& out) override {
@@ -213,6 +284,7 @@ class CudaDevice final : public dev::Device {
     check_launch(launch_embed_rows(cs(s), w.type, ptr(w), w.ne0, w.nb1, ip(ids), out.ne1, vocab0, vocab1, fp(out),
                                    out.nb1),
                  "embed_rows");
+    nan_check(s, "embed_rows", out);
   }
   void moe_experts(dev::Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
                    std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots) override {
@@ -220,7 +292,8 @@ class CudaDevice final : public dev::Device {
     DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
     DS4_CHECK(x.type == GgmlType::F32 && weights.type == GgmlType::F32 && slots.type == GgmlType::F32);
     if (experts.empty() || n == 0) return;
-    cudaStream_t st = cs(s);
+    CudaStream& cs_ = cst(s);
+    cudaStream_t st = cs_.s_;
     std::lock_guard<std::mutex> lock(moe_mu_);
     // The slot lists are made on the host from the routing ids (the CPU's moe_slots_of order:
     // ascending (t, k)); the download waits for the router's work on `s`.
@@ -238,7 +311,7 @@ class CudaDevice final : public dev::Device {
     }
     const int64_t total = static_cast<int64_t>(host_pairs_.size());
     if (total == 0) return;
-    auto* pairs = reinterpret_cast<int32_t*>(moe_pairs_.get(static_cast<uint64_t>(total) * 4));
+    auto* pairs = reinterpret_cast<int32_t*>(cs_.moe_pairs.get(static_cast<uint64_t>(total) * 4, st));
     DS4_CUDA_CHECK(cudaMemcpyAsync(pairs, host_pairs_.data(), static_cast<uint64_t>(total) * 4, cudaMemcpyHostToDevice, st));
     for (size_t ei = 0; ei < experts.size(); ++ei) {
       const ExpertTensors& e = experts[ei];
@@ -247,23 +320,25 @@ class CudaDevice final : public dev::Device {
       const int64_t ff = e.gate.ne1;
       DS4_CHECK(e.gate.ne0 == dim && e.up.ne1 == ff && e.down.ne0 == ff && e.down.ne1 == dim);
       const int32_t* pr = pairs + ranges[ei].first;
-      auto* xe = reinterpret_cast<float*>(moe_x_.get(static_cast<uint64_t>(m * dim) * 4));
-      auto* rw = reinterpret_cast<float*>(moe_w_.get(static_cast<uint64_t>(m) * 4));
-      auto* g = reinterpret_cast<float*>(moe_g_.get(static_cast<uint64_t>(m * ff) * 4));
-      auto* u = reinterpret_cast<float*>(moe_u_.get(static_cast<uint64_t>(m * ff) * 4));
-      auto* ye = reinterpret_cast<float*>(moe_y_.get(static_cast<uint64_t>(m * dim) * 4));
+      auto* xe = reinterpret_cast<float*>(cs_.moe_x.get(static_cast<uint64_t>(m * dim) * 4, st));
+      auto* rw = reinterpret_cast<float*>(cs_.moe_w.get(static_cast<uint64_t>(m) * 4, st));
+      auto* g = reinterpret_cast<float*>(cs_.moe_g.get(static_cast<uint64_t>(m * ff) * 4, st));
+      auto* u = reinterpret_cast<float*>(cs_.moe_u.get(static_cast<uint64_t>(m * ff) * 4, st));
+      auto* ye = reinterpret_cast<float*>(cs_.moe_y.get(static_cast<uint64_t>(m * dim) * 4, st));
       check_launch(launch_moe_gather(st, fp(x), x.nb1, dim, fp(weights), weights.nb1, static_cast<int>(K), pr, m, xe, rw),
                    "moe_experts gather");
-      const Tensor xt = raw_f32(moe_x_, dim, m), gt = raw_f32(moe_g_, ff, m), ut = raw_f32(moe_u_, ff, m);
-      const Tensor yt = raw_f32(moe_y_, dim, m);
+      const Tensor xt = raw_f32(cs_.moe_x, dim, m), gt = raw_f32(cs_.moe_g, ff, m), ut = raw_f32(cs_.moe_u, ff, m);
+      const Tensor yt = raw_f32(cs_.moe_y, dim, m);
       const Tensor* ws[2] = {&e.gate, &e.up};
       const Tensor* ys[2] = {&gt, &ut};
-      run_matmuls(st, ws, ys, 2, xt, act);
+      run_matmuls(cs_, ws, ys, 2, xt, act);
       check_launch(launch_moe_swiglu(st, g, u, m, ff, limit, rw), "moe_experts swiglu");
       const Tensor* wd[1] = {&e.down};
       const Tensor* yd[1] = {&yt};
-      run_matmuls(st, wd, yd, 1, gt, act);
+      run_matmuls(cs_, wd, yd, 1, gt, act);
       check_launch(launch_moe_scatter(st, ye, dim, pr, m, fp(slots), slots.nb1), "moe_experts scatter");
+      nan_check(s, "moe_experts gate", gt);
+      nan_check(s, "moe_experts expert out", yt);
     }
   }
 
@@ -273,35 +348,47 @@ class CudaDevice final : public dev::Device {
     DS4_CHECK(all.ne0 == out.ne0 && n > 0 && all.ne1 % n == 0);
     check_launch(launch_owner_rows(cs(s), fp(all), all.nb1, all.ne1, ip(ids), rows_per_rank, n, out.ne0, fp(out), out.nb1),
                  "owner_rows");
+    nan_check(s, "owner_rows", out);
   }
   void hc_expand(dev::Stream& s, const Tensor& e, int hc, const Tensor& x) override {
     DS4_CHECK(x.ne0 == hc * e.ne0 && x.ne1 == e.ne1);
     check_launch(launch_hc_expand(cs(s), fp(e), e.nb1, e.ne1, e.ne0, hc, fp(x), x.nb1), "hc_expand");
+    nan_check(s, "hc_expand", x);
   }
   void rmsnorm(dev::Stream& s, const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     DS4_CHECK(x.ne0 == y.ne0 && x.ne1 == y.ne1 && (weight.empty() || weight.ne0 * weight.ne1 == x.ne0));
     check_launch(launch_rmsnorm(cs(s), fp(x), x.nb1, fp_or_null(weight), x.ne1, x.ne0, eps, fp(y), y.nb1), "rmsnorm");
+    nan_check(s, "rmsnorm", y);
   }
   void hc_pre(dev::Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
               int iters, float hc_eps, float norm_eps, const Tensor& y, const Tensor& mix) override {
     const int64_t dim = y.ne0;
     DS4_CHECK(x.ne0 == hc * dim && mix.ne0 == (2 + hc) * hc && x.ne1 == y.ne1 && x.ne1 == mix.ne1);
-    check_launch(launch_hc_pre(cs(s), fp(x), x.nb1, fp(fn), fn.nb1, fp(scale), fp(base), hc, dim, x.ne1, iters, hc_eps,
+    // fn holds (2+hc)*hc packed rows of hc*dim floats, whatever its Tensor shape: the engine binds
+    // it as one flat vector (bind_f32), so fn.nb1 is not its row stride (the CPU reads it packed).
+    DS4_CHECK(fn.contiguous() && fn.ne0 * fn.ne1 * fn.ne2 == (2 + hc) * hc * x.ne0);
+    check_launch(launch_hc_pre(cs(s), fp(x), x.nb1, fp(fn), static_cast<uint64_t>(x.ne0) * 4, fp(scale), fp(base), hc, dim, x.ne1, iters, hc_eps,
                                norm_eps, fp(y), y.nb1, fp(mix), mix.nb1),
                  "hc_pre");
+    nan_check(s, "hc_pre", y);
+    nan_check(s, "hc_pre mix", mix);
   }
   void hc_post(dev::Stream& s, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) override {
     const int64_t dim = f.ne0;
     DS4_CHECK(x.ne0 == hc * dim && x.ne1 == f.ne1 && mix.ne1 == f.ne1);
     check_launch(launch_hc_post(cs(s), fp(f), f.nb1, fp(mix), mix.nb1, hc, dim, f.ne1, fp(x), x.nb1), "hc_post");
+    nan_check(s, "hc_post", x);
   }
   void hc_head(dev::Stream& s, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
                float hc_eps, float norm_eps, const Tensor& h) override {
     const int64_t dim = h.ne0;
     DS4_CHECK(x.ne0 == hc * dim && x.ne1 == h.ne1);
-    check_launch(launch_hc_head(cs(s), fp(x), x.nb1, fp(fn), fn.nb1, fp(scale), fp(base), hc, dim, x.ne1, hc_eps,
+    // fn: hc packed rows of hc*dim floats (bound flat, as in hc_pre).
+    DS4_CHECK(fn.contiguous() && fn.ne0 * fn.ne1 * fn.ne2 == hc * x.ne0);
+    check_launch(launch_hc_head(cs(s), fp(x), x.nb1, fp(fn), static_cast<uint64_t>(x.ne0) * 4, fp(scale), fp(base), hc, dim, x.ne1, hc_eps,
                                 norm_eps, fp(h), h.nb1),
                  "hc_head");
+    nan_check(s, "hc_head", h);
   }
   void rope(dev::Stream& s, const Tensor& x, int64_t heads, const Tensor& freqs, const Tensor& pos, bool inverse) override {
     DS4_CHECK(x.ne0 % heads == 0 && pos.ne0 * pos.ne1 == x.ne1);
@@ -309,6 +396,7 @@ class CudaDevice final : public dev::Device {
     const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
     DS4_CHECK(2 * half <= D);
     check_launch(launch_rope(cs(s), fp(x), x.nb1, x.ne1, heads, D, fp(freqs), half, ip(pos), inverse), "rope");
+    nan_check(s, "rope", x);
   }
   void compressor(dev::Stream& s, const Tensor& a, const Tensor& g, const Tensor& ape, const Tensor& norm, float eps,
                   const Tensor& freqs, int ratio, int64_t pos0, const Tensor& cur, const Tensor& prev,
@@ -323,6 +411,7 @@ class CudaDevice final : public dev::Device {
                                    half, ratio, d, pos0, fp(cur), overlap ? fp(prev) : nullptr, fp(cache), cache.nb1,
                                    cache.ne1),
                  "compressor");
+    nan_check(s, "compressor", cache);
   }
   void indexer_scores(dev::Stream& s, const Tensor& q, const Tensor& w, const Tensor& keys, int64_t hs, int64_t pos0,
                       const Tensor& out) override {
@@ -331,11 +420,13 @@ class CudaDevice final : public dev::Device {
     check_launch(launch_indexer_scores(cs(s), fp(q), q.nb1, fp(w), w.nb1, fp(keys), keys.nb1, keys.ne1, n, D, hs, shards,
                                        pos0, fp(out), out.nb1, out.nb2, out.ne0),
                  "indexer_scores");
+    nan_check(s, "indexer_scores", out);
   }
   void ordered_sum(dev::Stream& s, const Tensor& src, int64_t parts, const Tensor& dst) override {
     const int64_t m = dst.ne0 * dst.ne1 * dst.ne2;
     DS4_CHECK(src.contiguous() && dst.contiguous() && src.ne0 * src.ne1 * src.ne2 == parts * m);
     check_launch(launch_ordered_sum(cs(s), fp(src), parts, m, fp(dst)), "ordered_sum");
+    nan_check(s, "ordered_sum", dst);
   }
   void topk(dev::Stream& s, const Tensor& scores, int64_t pos0, int ratio, const Tensor& out) override {
     DS4_CHECK(scores.ne1 == out.ne1);
@@ -354,32 +445,39 @@ class CudaDevice final : public dev::Device {
                                          ckv.empty() ? 0 : ckv.ne1, has_sel ? ip(sel) : nullptr, has_sel ? sel.nb1 : 0,
                                          has_sel ? sel.ne0 : 0, fp(sinks), ratio, n, H, D, pos0, scale, fp(out), out.nb1),
                  "sparse_attention");
+    nan_check(s, "sparse_attention", out);
   }
   void window_store(dev::Stream& s, const Tensor& kv, int64_t pos0, const Tensor& ring) override {
     DS4_CHECK(kv.ne0 == ring.ne0);
     check_launch(launch_window_store(cs(s), fp(kv), kv.nb1, kv.ne1, kv.ne0, pos0, fp(ring), ring.nb1, ring.ne1),
                  "window_store");
+    nan_check(s, "window_store", ring);
   }
   void act_qdq(dev::Stream& s, const Tensor& x, int64_t heads, dev::QdqMode mode, int64_t len, int64_t block) override {
     DS4_CHECK(x.type == GgmlType::F32 && heads > 0 && x.ne0 % heads == 0 && x.ne2 == 1);
     check_launch(launch_act_qdq(cs(s), fp(x), x.nb1, x.ne1, heads, x.ne0 / heads, mode == dev::QdqMode::HadamardFp4,
                                 len, block),
                  "act_qdq");
+    nan_check(s, "act_qdq", x);
   }
   void copy(dev::Stream& s, const Tensor& src, const Tensor& dst) override {
     DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1 && src.type == dst.type);
     DS4_CHECK((src.type == GgmlType::F32 || src.type == GgmlType::I32) && src.nb1 % 4 == 0 && dst.nb1 % 4 == 0);
     check_launch(launch_copy(cs(s), ptr(src), src.nb1, ptr(dst), dst.nb1, src.ne1, src.ne0), "copy");
+    nan_check(s, "copy", dst);
   }
   void add(dev::Stream& s, const Tensor& dst, const Tensor& src) override {
     DS4_CHECK(src.ne0 == dst.ne0 && src.ne1 == dst.ne1);
     check_launch(launch_add(cs(s), fp(dst), dst.nb1, fp(src), src.nb1, src.ne1, src.ne0), "add");
+    nan_check(s, "add", dst);
   }
   void scale(dev::Stream& s, const Tensor& x, float factor) override {
     check_launch(launch_scale(cs(s), fp(x), x.nb1, x.ne1, x.ne0, factor), "scale");
+    nan_check(s, "scale", x);
   }
   void fill(dev::Stream& s, const Tensor& x, float value) override {
     check_launch(launch_fill(cs(s), fp(x), x.nb1, x.ne1, x.ne0, value), "fill");
+    nan_check(s, "fill", x);
   }
   void router(dev::Stream& s, const Tensor& logits, const Tensor& bias, const Tensor& tid2eid, const Tensor& tokens,
               bool normalize, float route_scale, const Tensor& ids, const Tensor& weights) override {
@@ -391,22 +489,37 @@ class CudaDevice final : public dev::Device {
                                hash ? tid2eid.nb1 : 0, hash ? tid2eid.ne1 : 0, hash ? ip(tokens) : nullptr, normalize,
                                route_scale, ip(ids), ids.nb1, fp(weights), weights.nb1),
                  "router");
+    nan_check(s, "router", weights);
   }
   void swiglu(dev::Stream& s, const Tensor& g, const Tensor& u, float limit, const Tensor& row_weight) override {
     DS4_CHECK(g.ne0 == u.ne0 && g.ne1 == u.ne1);
     check_launch(launch_swiglu(cs(s), fp(g), g.nb1, fp(u), u.nb1, g.ne1, g.ne0, limit, fp_or_null(row_weight)), "swiglu");
+    nan_check(s, "swiglu", g);
   }
   void moe_combine(dev::Stream& s, const Tensor& slots, const Tensor& ids, const Tensor& out) override {
     const int64_t n = out.ne1, dim = out.ne0, K = ids.ne0;
     DS4_CHECK(slots.ne1 == n * K && slots.ne0 == dim && ids.ne1 == n);
     check_launch(launch_moe_combine(cs(s), fp(slots), slots.nb1, ip(ids), ids.nb1, n, K, dim, fp(out), out.nb1),
                  "moe_combine");
+    nan_check(s, "moe_combine", out);
   }
-  Result<void> all_gather(dev::Stream&, comm::Comm&, const Tensor&, const Tensor&) override {
-    return Error{"CUDA backend: all_gather: expected tp=1 (NCCL collectives are the next issue)"};
+  /// One rank: recv = src (a device copy on `s`). More ranks: an error (NCCL is the next issue).
+  Result<void> all_gather(dev::Stream& s, comm::Comm& c, const Tensor& src, const Tensor& recv) override {
+    if (c.size() != 1)
+      return Error{"CUDA backend: all_gather over " + std::to_string(c.size()) +
+                   " ranks: expected tp=1 (NCCL collectives are the next issue)"};
+    DS4_CHECK(src.contiguous() && recv.contiguous() && src.type == GgmlType::F32 && recv.type == GgmlType::F32);
+    const uint64_t bytes = static_cast<uint64_t>(src.ne0 * src.ne1 * src.ne2) * 4;
+    DS4_CHECK(static_cast<uint64_t>(recv.ne0 * recv.ne1 * recv.ne2) * 4 == bytes);
+    if (bytes) DS4_CUDA_CHECK(cudaMemcpyAsync(ptr(recv), ptr(src), bytes, cudaMemcpyDeviceToDevice, cs(s)));
+    return ok();
   }
-  Result<void> all_reduce_sum(dev::Stream&, comm::Comm&, const Tensor&) override {
-    return Error{"CUDA backend: all_reduce_sum: expected tp=1 (NCCL collectives are the next issue)"};
+  /// One rank: the sum is buf itself (nothing to do). More ranks: an error (the next issue).
+  Result<void> all_reduce_sum(dev::Stream&, comm::Comm& c, const Tensor&) override {
+    if (c.size() != 1)
+      return Error{"CUDA backend: all_reduce_sum over " + std::to_string(c.size()) +
+                   " ranks: expected tp=1 (NCCL collectives are the next issue)"};
+    return ok();
   }
 
   uint64_t weight_bytes_read() const override { return weight_bytes_.load(std::memory_order_relaxed); }
@@ -463,8 +576,9 @@ class CudaDevice final : public dev::Device {
     return tensor_of(sl.buf.get(), w);
   }
 
-  void run_matmuls(cudaStream_t st, const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x,
+  void run_matmuls(CudaStream& cs_, const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x,
                    ActFormat act) {
+    cudaStream_t st = cs_.s_;
     const int64_t in = ws[0]->ne0, n = x.ne1;
     DS4_CHECK(x.ne0 == in && x.type == GgmlType::F32 && x.nb1 % 4 == 0);
     bool q8[2] = {false, false}, qdq[2] = {false, false};
@@ -489,16 +603,16 @@ class CudaDevice final : public dev::Device {
       // quantize_q8_1 reads packed rows: strided activations are packed first (byte copy).
       const float* xs = X;
       if (x.nb1 != xpacked) {
-        auto* xp = reinterpret_cast<float*>(xpack_.get(xpacked * static_cast<uint64_t>(n)));
+        auto* xp = reinterpret_cast<float*>(cs_.xpack.get(xpacked * static_cast<uint64_t>(n), st));
         check_launch(launch_copy_rows_bytes(st, xp, xpacked, X, x.nb1, xpacked, n), "matmul pack x");
         xs = xp;
       }
-      act_q = actq_.get(static_cast<uint64_t>(n) * static_cast<uint64_t>(in / 32) * 36);
+      act_q = cs_.actq.get(static_cast<uint64_t>(n) * static_cast<uint64_t>(in / 32) * 36, st);
       check_launch(quantize_q8_1(xs, n, in, act_q, st), "matmul quantize_q8_1");
     }
     const float* Xq = nullptr;
     if (any_qdq) {
-      auto* q = reinterpret_cast<float*>(xqdq_.get(xpacked * static_cast<uint64_t>(n)));
+      auto* q = reinterpret_cast<float*>(cs_.xqdq.get(xpacked * static_cast<uint64_t>(n), st));
       check_launch(launch_qdq_fp8_rows(st, X, x.nb1, n, in, q), "matmul qdq_fp8");
       Xq = q;
     }
@@ -517,13 +631,13 @@ class CudaDevice final : public dev::Device {
       const uint64_t wrow = dev::row_bytes_of(w.type, in);
       const uint8_t* W = ptr(w);
       if (w.nb1 != wrow) {
-        uint8_t* wp = wpack_.get(wrow * static_cast<uint64_t>(w.ne1));
+        uint8_t* wp = cs_.wpack.get(wrow * static_cast<uint64_t>(w.ne1), st);
         check_launch(launch_copy_rows_bytes(st, wp, wrow, W, w.nb1, wrow, w.ne1), "matmul pack w");
         W = wp;
       }
       const uint64_t ypacked = static_cast<uint64_t>(w.ne1) * 4;
       float* Yp = Y;
-      if (y.nb1 != ypacked) Yp = reinterpret_cast<float*>(ypack_.get(ypacked * static_cast<uint64_t>(n)));
+      if (y.nb1 != ypacked) Yp = reinterpret_cast<float*>(cs_.ypack.get(ypacked * static_cast<uint64_t>(n), st));
       if (n <= 8)
         check_launch(mmvq(w.type, W, w.ne1, in, act_q, n, Yp, st), "matmul mmvq");
       else
@@ -555,8 +669,6 @@ class CudaDevice final : public dev::Device {
   std::atomic<uint64_t> weight_bytes_{0}, resident_read_{0}, staged_read_{0};
   std::mutex moe_mu_;
   std::vector<int32_t> host_ids_, host_pairs_;
-  Scratch xpack_, actq_, xqdq_, wpack_, ypack_;
-  Scratch moe_pairs_, moe_x_, moe_w_, moe_g_, moe_u_, moe_y_;
 };
 
 }  // namespace

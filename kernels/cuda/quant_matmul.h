@@ -30,7 +30,8 @@ namespace ds4::cuda {
 /// IQ1_M, MXFP4, NVFP4 (the same set as cpu::can_dot_q8_1).
 bool can_dot_q8_1(GgmlType type);
 
-/// x [n, cols] float (row-major, finite) -> act [n, cols/32] BlockQ8_1; cols % 32 == 0.
+/// x [n, cols] float (row-major) -> act [n, cols/32] BlockQ8_1; cols % 32 == 0. A block of 32
+/// holding a NaN or an infinity gets the fp16 NaN scale 0x7E00 and zero codes (quantize_q8.h).
 cudaError_t quantize_q8_1(const float* x, int64_t n, int64_t cols, void* act, cudaStream_t stream);
 
 /// MMVQ (decode): y [n, rows] = W x^T with Q8_1 activations act [n, cols/32]. One warp per weight

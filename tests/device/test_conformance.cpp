@@ -3,7 +3,8 @@
 // kernels), with a named tolerance per op (kernels/NUMERICS.md). Random shapes plus the
 // DeepSeek-V4-Flash shapes (dim 4096, hc 4, 64 heads of 512 with rope 64, q_lora 1024, 64 indexer
 // heads of 128, 256 experts top-6, expert ff 2048, window 128). Written once for any backend: a
-// backend joins by adding its factory to backends() (the CUDA backend issue adds "cuda").
+// backend joins by adding its factory to backends(). The CUDA backend runs it as
+// device_conformance_emu_test (label emu: the backend compiled against tests/cuda_emu).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,9 @@
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 #include "kernels/quant/act_qdq.h"
+#ifdef DS4_CONFORMANCE_CUDA_EMU
+#include "kernels/cuda/device_cuda.h"
+#endif
 
 namespace ds4 {
 namespace {
@@ -47,9 +51,21 @@ struct Backend {
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
+#ifdef DS4_CONFORMANCE_CUDA_EMU
+// device_conformance_emu_test: the CUDA backend (kernels/cuda) compiled against the CUDA
+// emulation (tests/cuda_emu), whose objects this binary links instead of the nvcc-built ones.
+std::vector<Backend> backends() {
+  return {{"cuda_emu", [] {
+             auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{});
+             DS4_CHECK(d.ok());
+             return std::move(d).value();
+           }}};
+}
+#else
 std::vector<Backend> backends() {
   return {{"cpu1", [] { return dev::make_cpu_device(1); }}, {"cpu3", [] { return dev::make_cpu_device(3); }}};
 }
+#endif
 
 std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
   std::mt19937 g(seed);

@@ -291,6 +291,7 @@ TEST_F(Cli, LlamaCppHabits) {
   ASSERT_EQ(b0.code, 0) << b0.text;
   EXPECT_TRUE(has(b0, "tg3 @ d0")) << b0.text;
   EXPECT_FALSE(has(b0, "| pp0")) << b0.text;
+  EXPECT_TRUE(has(b0, "- tiers (tg3 @ d0, backend counters, B/tok): device-resident ")) << b0.text;
   // An unknown subcommand is named, with the list; parse errors use the same style and code.
   auto unk = sh("runn -m x");
   EXPECT_EQ(unk.code, 1);

@@ -3,7 +3,9 @@
 // One thread per 32-value block runs the shared DS4_HD contract function
 // quant::quantize_block_q8_1 (kernels/quant/quantize_q8.h): IEEE division (no fast math),
 // roundf, the same fp16 rounding code as the CPU, so the blocks equal cpu::quantize_row_q8_1's
-// bit for bit.
+// bit for bit, non-finite blocks included (a NaN or an infinity in a block: d = s = fp16 NaN
+// 0x7E00, codes 0; the contract function handles it, so there is no second copy of the rule here).
+// Tested against the CPU under the emulator: tests/cuda_ops/test_quantize_q8_1_emu.cpp.
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/quant/quantize_q8.h"

@@ -44,12 +44,15 @@ __global__ void matmul_f32_kernel(GgmlType type, const uint8_t* __restrict__ w, 
       }
     }
   }
+  // Only the nt live tokens are reduced (nt is the same in every lane, so the collectives stay
+  // warp-uniform): a decode step (n = 1) does 5 shuffles per row, not 40.
 #pragma unroll
   for (int k = 0; k < kTok; ++k) {
-    float v = acc[k];
-    for (int off = 16; off >= 1; off >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0 && k < nt)
-      reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(y) + uint64_t(t0 + k) * y_nb1)[r] = v;
+    if (k < nt) {
+      float v = acc[k];
+      for (int off = 16; off >= 1; off >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(y) + uint64_t(t0 + k) * y_nb1)[r] = v;
+    }
   }
 }
 
