@@ -30,7 +30,7 @@ struct DecodeProbeOptions {
   std::string dir = "/tmp";     ///< where the temporary models are written (removed after)
   int64_t cold_mib = 1024;      ///< minimum cold-rate buffer
   int tokens = 12;              ///< timed decode steps per run
-  int reps = 3;                 ///< timed chunks per sample (fastest kept)
+  int reps = 5;                 ///< timed chunks per sample (fastest kept)
 };
 
 /// Runs the calibration; `report` (when not null) gets a human-readable summary: rates, samples
