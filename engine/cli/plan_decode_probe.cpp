@@ -57,6 +57,16 @@ struct Sample {
   double attn_flops = 0;
 };
 
+/// The 1-minute load average (/proc/loadavg), or -1.
+double load_average() {
+  double l = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 }  // namespace
 
 Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::string* report) {
@@ -67,7 +77,8 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
   prof.llc_bytes = cpu::llc_bytes();
   std::string rep;
   const int64_t llc = prof.llc_bytes;
-  rep += fmt("cpu decode calibration: %.0f threads, LLC %.0f MiB\n", threads, double(llc) / (1 << 20));
+  rep += fmt("cpu decode calibration: %.0f threads, LLC %.0f MiB, load average %.1f\n", threads,
+             double(llc) / (1 << 20), load_average());
 
   // 1. Rates.
   CpuRateProbeOptions ro;
@@ -184,6 +195,12 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
              fmt("%7.3f ms weights, %7.2f MFLOP\n", x.modeled_s * 1e3, x.attn_flops * 1e-6);
     rep += fmt("    fit: token %.1f us, layer %.1f us, attention %.2f GFLOP/s (rms residual %.3f ms)\n", m.token_us,
                m.layer_us, m.attn_gflops, fit.rms_residual_s * 1e3);
+    double mean = 0;
+    for (const auto& x : xs) mean += x.measured_s / double(xs.size());
+    if (fit.rms_residual_s > 0.1 * mean)
+      rep += fmt("    warning: the fit misses the samples by %.0f%% of the mean step (%.3f ms): the machine was "
+                 "probably busy (load average %.1f); re-run `plan --probe` on a quiet machine\n",
+                 100 * fit.rms_residual_s / mean, mean * 1e3, load_average());
   }
   rep += fmt("  calibration took %.1f s\n", std::chrono::duration<double>(Clock::now() - t_start).count());
   if (report) *report = rep;
