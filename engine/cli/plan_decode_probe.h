@@ -11,10 +11,13 @@
 //     writer (engine/tiny_model.h; dim 256, 16 heads x 512, window 128, indexer top-64, Q8_0
 //     experts; 6 and 3 layers), each decoded through the Session API at context depths 8 and
 //     384 (one prompt, then `reps` chunks of `tokens` decode steps, the fastest chunk counts, as
-//     the rates keep their best pass); the four
+//     the rates keep their best pass); the eight
 //     samples fit token_us, layer_us and attn_gflops (fit_decode_fixed_costs) after the weight
 //     reads the rates of step 1 price are subtracted.
-// About 20-40 s on a 2-core machine. The figures describe this machine under its present load.
+// Step 2's fit is one over the samples of both modes (the same three figures go to both): those
+// costs are the non-matmul work, which the activation mode does not change.
+// About 80-110 s on the 2-core development VM (loaded). The figures describe this machine under
+// its present load.
 #pragma once
 
 #include <string>
