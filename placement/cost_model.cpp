@@ -33,6 +33,124 @@ constexpr int kMaxNodes = 64;
 
 }  // namespace
 
+double decode_attention_flops(const ModelShape& s, int l, int64_t pos) {
+  DS4_CHECK(l >= 0 && l < int(s.compress_ratios.size()) && pos >= 0);
+  const int64_t visible = pos + 1;
+  const int ratio = s.compress_ratios[size_t(l)];
+  double selected = double(std::min<int64_t>(s.window, visible));
+  double indexer = 0;
+  if (ratio == 4) {
+    selected += double(std::min<int64_t>(s.index_topk, visible / 4));
+    indexer = 2.0 * s.index_n_heads * double(s.index_head_dim) * double(visible / 4);
+  } else if (ratio == 128) {
+    selected += double(visible / 128);
+  }
+  return 4.0 * s.n_heads * double(s.head_dim) * selected + indexer;
+}
+
+double cache_resident_fraction(int64_t llc_bytes, int64_t working_set_bytes) {
+  if (llc_bytes <= 0 || working_set_bytes <= 0) return 0.0;
+  return std::min(1.0, double(llc_bytes) / double(working_set_bytes));
+}
+
+double cpu_matvec_seconds(const CpuDecodeMode& m, const std::string& type_name, double bytes, double hot_fraction) {
+  double hot = m.hot_for(type_name), cold = m.cold_for(type_name);
+  if (hot <= 0) hot = cold;
+  if (cold <= 0) cold = hot;
+  DS4_CHECK(hot > 0 && cold > 0);
+  const double f = std::clamp(hot_fraction, 0.0, 1.0);
+  return bytes * (f / hot + (1.0 - f) / cold) / 1e9;
+}
+
+int64_t cpu_working_set_bytes(const ModelSizes& sizes) {
+  int64_t ws = 0;
+  for (const auto& t : sizes.tensors)
+    if (t.read_per_token || t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) ws += t.bytes;
+  return ws;
+}
+
+double cpu_decode_matvec_seconds(const ModelShape& shape, const ModelSizes& sizes, const CpuDecodeMode& m,
+                                 double hot_fraction) {
+  double t = 0;
+  for (const auto& ts : sizes.tensors) {
+    const std::string type(ggml_type_name(ts.type));
+    if (ts.cls == TensorClass::ExpertGateUp || ts.cls == TensorClass::ExpertDown) {
+      DS4_CHECK(shape.n_experts > 0);
+      t += cpu_matvec_seconds(m, type, double(ts.bytes) / shape.n_experts * shape.top_k, hot_fraction);
+    } else if (ts.read_per_token) {
+      t += cpu_matvec_seconds(m, type, double(ts.bytes), hot_fraction);
+    }
+  }
+  return t;
+}
+
+Result<DecodeFixedFit> fit_decode_fixed_costs(const std::vector<DecodeProbeSample>& samples) {
+  if (samples.size() < 3)
+    return Error{"decode calibration: expected at least 3 micro-run samples, found " + std::to_string(samples.size())};
+  for (const auto& x : samples)
+    if (!std::isfinite(x.measured_s) || !std::isfinite(x.modeled_s) || !std::isfinite(x.attn_flops) ||
+        x.measured_s <= 0 || x.modeled_s < 0 || x.attn_flops < 0 || x.n_layers < 0)
+      return Error{"decode calibration: expected finite non-negative sample times and FLOPs"};
+  // Terms: 0 = 1 (per token), 1 = n_layers, 2 = attention FLOPs (scaled to GFLOP for conditioning).
+  auto term = [](const DecodeProbeSample& x, int k) {
+    return k == 0 ? 1.0 : k == 1 ? double(x.n_layers) : x.attn_flops * 1e-9;
+  };
+  DecodeFixedFit best;
+  double best_sse = -1;
+  for (int mask = 0; mask < 8; ++mask) {
+    int idx[3], n = 0;
+    for (int k = 0; k < 3; ++k)
+      if (mask & (1 << k)) idx[n++] = k;
+    // Normal equations A^T A c = A^T r for the chosen terms (Gaussian elimination, partial pivoting).
+    double a[3][4] = {};
+    for (const auto& x : samples) {
+      const double r = x.measured_s - x.modeled_s;
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) a[i][j] += term(x, idx[i]) * term(x, idx[j]);
+        a[i][n] += term(x, idx[i]) * r;
+      }
+    }
+    double scale = 0;
+    for (int i = 0; i < n; ++i) scale = std::max(scale, std::fabs(a[i][i]));
+    bool singular = false;
+    for (int c = 0; c < n && !singular; ++c) {
+      int piv = c;
+      for (int i = c + 1; i < n; ++i)
+        if (std::fabs(a[i][c]) > std::fabs(a[piv][c])) piv = i;
+      if (std::fabs(a[piv][c]) <= 1e-12 * scale) { singular = true; break; }
+      for (int j = 0; j <= n; ++j) std::swap(a[c][j], a[piv][j]);
+      for (int i = 0; i < n; ++i) {
+        if (i == c) continue;
+        const double f = a[i][c] / a[c][c];
+        for (int j = c; j <= n; ++j) a[i][j] -= f * a[c][j];
+      }
+    }
+    if (singular) continue;
+    double coef[3] = {0, 0, 0};
+    bool feasible = true;
+    for (int i = 0; i < n; ++i) {
+      coef[idx[i]] = a[i][n] / a[i][i];
+      if (coef[idx[i]] < 0) feasible = false;
+    }
+    if (!feasible) continue;
+    double sse = 0;
+    for (const auto& x : samples) {
+      double e = x.measured_s - x.modeled_s;
+      for (int k = 0; k < 3; ++k) e -= coef[k] * term(x, k);
+      sse += e * e;
+    }
+    if (best_sse < 0 || sse < best_sse * (1 - 1e-12)) {
+      best_sse = sse;
+      best.token_s = coef[0];
+      best.layer_s = coef[1];
+      best.attn_gflops = coef[2] > 0 ? 1.0 / coef[2] : kUnmeasuredAttnGflops;  // coef[2]: s per GFLOP
+      best.rms_residual_s = std::sqrt(sse / double(samples.size()));
+    }
+  }
+  DS4_CHECK(best_sse >= 0);  // the empty subset is always feasible
+  return best;
+}
+
 RoutingSamples draw_routing_samples(const RoutingStats& stats, int n, uint64_t seed) {
   DS4_CHECK(n > 0 && stats.top_k > 0);
   RoutingSamples out;
@@ -105,6 +223,11 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
   }
   for (const auto& d : hw.nvme) nvme_gbps_ += d.read_gbps;
   const ModelShape& s = *in.shape;
+  if (ranks_ == 0)
+    if (auto it = hw.cpu_decode.modes.find(in.activations); it != hw.cpu_decode.modes.end()) {
+      cal_ = &it->second;
+      hot_frac_ = cache_resident_fraction(hw.cpu_decode.llc_bytes, cpu_working_set_bytes(*in.sizes));
+    }
   for (int l = 0; l < s.n_layers; ++l) {
     const uint32_t t_gu = in.mix->type_for(TensorClass::ExpertGateUp, l);
     const uint32_t t_dn = in.mix->type_for(TensorClass::ExpertDown, l);
@@ -112,6 +235,11 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
     const double b_dn = double(tensor_bytes(t_dn, s.moe_inter, s.dim));
     std::vector<double> per_node;
     for (const auto& n : hw.nodes) {
+      if (cal_) {  // calibrated: the measured fixed costs include the expert calls' dispatch
+        per_node.push_back(cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_gu)), b_gu, hot_frac_) +
+                           cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_dn)), b_dn, hot_frac_));
+        continue;
+      }
       const double t = b_gu / (n.cpu_gbps_for(std::string(ggml_type_name(t_gu))) * 1e9) +
                        b_dn / (n.cpu_gbps_for(std::string(ggml_type_name(t_dn))) * 1e9) +
                        hw.cpu_expert_latency_us * 1e-6;
@@ -119,6 +247,15 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
     }
     cpu_s_per_expert_.push_back(std::move(per_node));
   }
+}
+
+double CostModel::cpu_dense_seconds(int l) const {
+  DS4_CHECK(cal_ != nullptr);
+  double t = 0;
+  for (const auto& ts : in_.sizes->tensors)
+    if (ts.layer == l && ts.read_per_token && ts.cls != TensorClass::ExpertGateUp && ts.cls != TensorClass::ExpertDown)
+      t += cpu_matvec_seconds(*cal_, std::string(ggml_type_name(ts.type)), double(ts.bytes), hot_frac_);
+  return t;
 }
 
 double CostModel::h2d_gbps(int gpu, int node_index, bool pinned) const {
@@ -291,12 +428,15 @@ Prediction CostModel::predict(const Plan& plan) const {
     if (R > 0) {
       for (int r = 0; r < R; ++r)
         dense = std::max(dense, double(sz.layer_read_bytes_per_rank(l, R)) / gpu_bw_[size_t(r)]);
+    } else if (cal_) {
+      dense = cpu_dense_seconds(l);
+      pr.attn_s += decode_attention_flops(*in_.shape, l, in_.decode_position) / (cal_->attn_gflops * 1e9);
     } else {
       dense = double(sz.layer_read_bytes_per_rank(l, 1)) / cpu_dense_bps;
     }
     pr.dense_s += dense;
     pr.moe_s += moe_layer_time(plan, l);
-    pr.sync_s += (R > 1 ? 2 * hw.allreduce_latency_us * 1e-6 : 0.0) + hw.layer_overhead_us * 1e-6;
+    if (!cal_) pr.sync_s += (R > 1 ? 2 * hw.allreduce_latency_us * 1e-6 : 0.0) + hw.layer_overhead_us * 1e-6;
     // Expected bytes per token from the probabilities (exact, not sampled).
     const double b = double(sz.expert_bytes[size_t(l)]);
     const bool split = plan.mode[size_t(l)] == StageMode::Split;
@@ -328,10 +468,14 @@ Prediction CostModel::predict(const Plan& plan) const {
     double head = 0;
     for (int r = 0; r < R; ++r) head = std::max(head, double(sz.head_read_bytes) / R / gpu_bw_[size_t(r)]);
     pr.dense_s += head;
+  } else if (cal_) {
+    pr.dense_s += cpu_dense_seconds(-1);
+    pr.fixed_s = (cal_->token_us + L * cal_->layer_us) * 1e-6;
+    pr.cpu_calibrated = true;
   } else {
     pr.dense_s += double(sz.head_read_bytes) / cpu_dense_bps;
   }
-  pr.decode_step_s = pr.dense_s + pr.moe_s + pr.sync_s;
+  pr.decode_step_s = pr.dense_s + pr.moe_s + pr.sync_s + pr.attn_s + pr.fixed_s;
   pr.decode_tok_s = 1.0 / pr.decode_step_s;
   const double total = pr.share_vram + pr.share_host + pr.share_cpu + pr.share_nvme;
   if (total > 0) {

@@ -29,6 +29,21 @@
 // Transfers and compute inside a rank are not overlapped (conservative); CPU, links and NVMe run
 // in parallel. Without GPUs, dense work runs on the CPU at the node's "default" expert rate.
 //
+// All-CPU decode with a calibration (profile key "cpu_decode", measured by `plan --probe`; the
+// mode CostInputs::activations selects), which replaces the line above and the layer/expert
+// overheads (layer_overhead_us, cpu_expert_latency_us are GPU-era estimates the calibration
+// measures instead):
+//   step = token_us + L * layer_us + sum over weights read (cpu_matvec_seconds)
+//          + sum_l decode_attention_flops(l, decode_position) / attn_gflops + NVMe bytes / NVMe rate
+//   a weight of type T and B bytes costs B * (f / hot(T) + (1 - f) / cold(T)), f =
+//   cache_resident_fraction(llc, working set): the weights touched over many tokens (every
+//   non-routed matrix read per token + all routed experts) either stay in the last-level cache
+//   (f = 1: compute bound, hot rate) or stream from DRAM (cold rate); in between, the share the
+//   cache can hold. Why these terms: a 6 MiB model decodes at 33-128 tok/s on a 2-core machine
+//   whose memory bandwidth alone predicts 821 (fixed per-op costs and compute-bound decode of
+//   the IQ types), and a 455 MiB model at 2-2.5x the bandwidth-only estimate made with the
+//   slowest expert type's rate for every weight (the dense F16/Q8_0 rates differ).
+//
 // Prefill, a chunk of C tokens at average context position P, per layer (expectations):
 //   an expert with probability p is touched with probability q = 1 - (1 - p)^C and processes
 //   C * p tokens. Staged experts cost q * bytes on the links; GPU FLOPs = 2 * weights * tokens
@@ -41,8 +56,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "ds4/result.h"
 #include "placement/hw_profile.h"
 #include "placement/model_shape.h"
 #include "placement/plan.h"
@@ -76,7 +93,61 @@ struct CostInputs {
   const RoutingSamples* samples = nullptr;
   int64_t prefill_chunk = 2048;  ///< tokens per prefill chunk
   int64_t prefill_position = 1024;  ///< average context position during the prompt
+  int64_t decode_position = 1024;   ///< context position of the decoded token (attention cost)
+  std::string activations = "q8";   ///< CPU calibration mode used ("q8" or "f32", HwProfile::cpu_decode)
 };
+
+/// Attention + indexer FLOPs of one decode token at context position `pos` (0-based; pos + 1
+/// entries are visible) on layer `l`: 4 * n_heads * head_dim per selected entry (q.k and p.v, a
+/// multiply-add each), selected = min(window, pos + 1) raw entries, plus on CSA layers (ratio 4)
+/// min(index_topk, (pos + 1) / 4) compressed ones and the indexer's 2 * index_n_heads *
+/// index_head_dim per compressed entry, on HCA layers (ratio 128) all (pos + 1) / 128.
+double decode_attention_flops(const ModelShape& s, int l, int64_t pos);
+
+/// Share of weight reads served by the last-level cache: min(1, llc / working_set); 0 when
+/// either is unknown (<= 0).
+double cache_resident_fraction(int64_t llc_bytes, int64_t working_set_bytes);
+
+/// Seconds to read `bytes` of weights of type `type_name` through the CPU matmul at calibration
+/// `m` with a share `hot_fraction` resident in cache: bytes * (f / hot + (1 - f) / cold) / 1e9
+/// (GB/s = 1e9 B/s). A missing hot rate uses the cold one and vice versa.
+double cpu_matvec_seconds(const CpuDecodeMode& m, const std::string& type_name, double bytes, double hot_fraction);
+
+/// Bytes the all-CPU decode touches over many tokens: every non-routed tensor read per token and
+/// all routed experts (the working set cache_resident_fraction compares with the LLC).
+int64_t cpu_working_set_bytes(const ModelSizes& sizes);
+
+/// All-CPU decode, seconds per token of the weight reads alone: every non-routed tensor read per
+/// token plus `top_k` routed experts of every layer (gate/up and down at their types), each at
+/// cpu_matvec_seconds(m, type, bytes, hot_fraction). The CostModel's calibrated dense + routed
+/// terms of an all-CPU plan sum to the same (tests check it).
+double cpu_decode_matvec_seconds(const ModelShape& shape, const ModelSizes& sizes, const CpuDecodeMode& m,
+                                 double hot_fraction);
+
+/// One decode measurement of the `plan --probe` micro-run: a model of `n_layers` layers whose
+/// weight reads the rates above price at `modeled_s`, with `attn_flops` attention FLOPs per token,
+/// measured at `measured_s` per token.
+struct DecodeProbeSample {
+  int n_layers = 0;
+  double modeled_s = 0;
+  double attn_flops = 0;
+  double measured_s = 0;
+};
+
+/// Fixed costs fitted to micro-run samples: measured - modeled = token_s + n_layers * layer_s +
+/// attn_flops * s_per_flop, least squares with every coefficient >= 0 (each subset of the three
+/// terms is solved exactly by its normal equations; the feasible one with the smallest squared
+/// residual wins; a dropped attention term reports attn_gflops = kUnmeasuredAttnGflops).
+struct DecodeFixedFit {
+  double token_s = 0;
+  double layer_s = 0;
+  double attn_gflops = 0;
+  double rms_residual_s = 0;  ///< root mean square of the fit's residuals
+};
+inline constexpr double kUnmeasuredAttnGflops = 1e6;
+
+/// Fits DecodeFixedFit. Errors: fewer than 3 samples, non-finite or negative times.
+Result<DecodeFixedFit> fit_decode_fixed_costs(const std::vector<DecodeProbeSample>& samples);
 
 /// Predicted numbers for one plan.
 struct Prediction {
@@ -85,6 +156,9 @@ struct Prediction {
   double dense_s = 0;        ///< per step: non-routed weights, all layers + head
   double moe_s = 0;          ///< per step: routed experts (expected)
   double sync_s = 0;         ///< per step: all-reduces + layer overheads
+  double attn_s = 0;         ///< per step, calibrated all-CPU only: attention + indexer
+  double fixed_s = 0;        ///< per step, calibrated all-CPU only: token_us + L * layer_us
+  bool cpu_calibrated = false;  ///< the all-CPU terms of a "cpu_decode" calibration were used
   double prefill_chunk_s = 0;
   double prefill_tok_s = 0;
   std::vector<double> vram_bytes_per_token;  ///< [gpu] expected resident expert bytes read per decode token
@@ -105,6 +179,13 @@ class CostModel {
   double moe_sample_time(const Plan& plan, int l, int s) const;
   /// Full prediction for `plan`.
   Prediction predict(const Plan& plan) const;
+  /// The calibration used for all-CPU decode (no GPUs and the profile has the requested mode), or null.
+  const CpuDecodeMode* cpu_calibration() const { return cal_; }
+  /// Share of weight reads the calibrated model assumes cache-resident (cache_resident_fraction).
+  double hot_fraction() const { return hot_frac_; }
+  /// Calibrated all-CPU decode: seconds per token of the non-routed weights of layer `l` (-1 =
+  /// the global ones: output head, output norm/HC), at cpu_matvec_seconds. Needs cpu_calibration().
+  double cpu_dense_seconds(int l) const;
 
   const CostInputs& inputs() const { return in_; }
 
@@ -119,6 +200,8 @@ class CostModel {
   std::vector<double> gpu_bw_;             ///< [gpu] effective VRAM bytes/s for matvec
   std::vector<std::vector<double>> cpu_s_per_expert_;  ///< [layer][node index] seconds
   double nvme_gbps_ = 0;
+  const CpuDecodeMode* cal_ = nullptr;
+  double hot_frac_ = 0;
 };
 
 }  // namespace ds4::placement

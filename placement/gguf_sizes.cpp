@@ -89,6 +89,12 @@ Result<GgufPlanModel> plan_model_from_gguf(const gguf::GgufModel& m) {
   DS4_TRY(int64_t ih, int_key(md, file, {"deepseek4.attention.indexer.head_count", "deepseek4.indexer.head_count"}));
   s.index_n_heads = int(ih);
   DS4_TRY(s.index_head_dim, int_key(md, file, {"deepseek4.attention.indexer.key_length", "deepseek4.indexer.key_length"}));
+  for (const char* k : {"deepseek4.attention.indexer.top_k", "deepseek4.indexer.top_k"})
+    if (md.has(k)) {
+      DS4_TRY(int64_t v, int_key(md, file, {k}));
+      if (v > 0 && v <= (int64_t(1) << 30)) s.index_topk = int(v);
+      break;
+    }
   DS4_TRY(int64_t ne, int_key(md, file, {"deepseek4.expert_count"}));
   s.n_experts = int(ne);
   DS4_TRY(int64_t tk, int_key(md, file, {"deepseek4.expert_used_count"}));

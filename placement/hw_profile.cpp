@@ -24,6 +24,17 @@ double NumaNodeProfile::cpu_gbps_for(const std::string& type_name) const {
   return it->second;
 }
 
+namespace {
+double rate_for(const std::map<std::string, double>& m, const std::string& type_name) {
+  if (auto it = m.find(type_name); it != m.end()) return it->second;
+  auto it = m.find("default");
+  return it == m.end() ? 0.0 : it->second;
+}
+}  // namespace
+
+double CpuDecodeMode::hot_for(const std::string& type_name) const { return rate_for(hot_gbps, type_name); }
+double CpuDecodeMode::cold_for(const std::string& type_name) const { return rate_for(cold_gbps, type_name); }
+
 int HwProfile::node_index(int id) const {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].id == id) return int(i);
@@ -175,6 +186,47 @@ Result<NvmeProfile> parse_nvme(const json& j, const std::string& where) {
   return d;
 }
 
+Result<std::map<std::string, double>> parse_rates(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": expected an object of GB/s per ggml type name"};
+  std::map<std::string, double> m;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0)
+      return Error{where + "." + it.key() + ": expected a positive number, found " + it->dump()};
+    m[it.key()] = it->get<double>();
+  }
+  if (!m.count("default")) return Error{where + ": missing key 'default'"};
+  return m;
+}
+
+Result<CpuDecodeProfile> parse_cpu_decode(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": expected an object"};
+  ObjReader r(j, where);
+  CpuDecodeProfile d;
+  DS4_TRY(int64_t threads, r.integer("threads", 1));
+  d.threads = int(threads);
+  DS4_TRY(d.llc_bytes, r.bytes("llc_mib", 1024.0 * 1024.0, "MiB", false));
+  DS4_TRY(const json* modes, r.object("modes"));
+  for (auto it = modes->begin(); it != modes->end(); ++it) {
+    const std::string mw = where + ".modes." + it.key();
+    if (it.key() != "q8" && it.key() != "f32") return Error{mw + ": expected mode q8 or f32"};
+    if (!it->is_object()) return Error{mw + ": expected an object"};
+    ObjReader m(*it, mw);
+    CpuDecodeMode cm;
+    DS4_TRY(cm.token_us, m.number("token_us", false));
+    DS4_TRY(cm.layer_us, m.number("layer_us", false));
+    DS4_TRY(cm.attn_gflops, m.number("attn_gflops"));
+    DS4_TRY(const json* hot, m.object("hot_gbps"));
+    DS4_TRY(cm.hot_gbps, parse_rates(*hot, mw + ".hot_gbps"));
+    DS4_TRY(const json* cold, m.object("cold_gbps"));
+    DS4_TRY(cm.cold_gbps, parse_rates(*cold, mw + ".cold_gbps"));
+    DS4_TRY_VOID(m.finish());
+    d.modes[it.key()] = std::move(cm);
+  }
+  if (d.modes.empty()) return Error{where + ".modes: expected at least one of q8, f32"};
+  DS4_TRY_VOID(r.finish());
+  return d;
+}
+
 }  // namespace
 
 Result<void> validate_hw_profile(const HwProfile& p, const std::string& source) {
@@ -265,6 +317,10 @@ Result<HwProfile> parse_hw_profile(const std::string& text, const std::string& s
     DS4_TRY(p.cpu_expert_latency_us, t.number("cpu_expert_latency_us", false));
     DS4_TRY_VOID(t.finish());
   }
+  if (r.has("cpu_decode")) {
+    DS4_TRY(const json* cd, r.object("cpu_decode"));
+    DS4_TRY(p.cpu_decode, parse_cpu_decode(*cd, source + ": cpu_decode"));
+  }
   DS4_TRY_VOID(r.finish());
   DS4_TRY_VOID(validate_hw_profile(p, source));
   return p;
@@ -309,6 +365,18 @@ std::string hw_profile_to_json(const HwProfile& p) {
   else j["host"]["memlock_gib"] = double(p.memlock_bytes) / kGiB;
   j["runtime"] = {{"vram_reserved_mib", double(p.vram_reserved_bytes) / (1024.0 * 1024.0)},
                   {"layer_overhead_us", p.layer_overhead_us}, {"cpu_expert_latency_us", p.cpu_expert_latency_us}};
+  if (!p.cpu_decode.empty()) {
+    json modes = json::object();
+    for (const auto& [name, m] : p.cpu_decode.modes) {
+      json hot = json::object(), cold = json::object();
+      for (const auto& [k, v] : m.hot_gbps) hot[k] = v;
+      for (const auto& [k, v] : m.cold_gbps) cold[k] = v;
+      modes[name] = {{"token_us", m.token_us}, {"layer_us", m.layer_us}, {"attn_gflops", m.attn_gflops},
+                     {"hot_gbps", hot}, {"cold_gbps", cold}};
+    }
+    j["cpu_decode"] = {{"threads", p.cpu_decode.threads},
+                       {"llc_mib", double(p.cpu_decode.llc_bytes) / (1024.0 * 1024.0)}, {"modes", modes}};
+  }
   return j.dump(2) + "\n";
 }
 

@@ -50,6 +50,32 @@ struct NvmeProfile {
   double read_gbps = 0;       ///< large-block direct read bandwidth (io_uring, deep queue)
 };
 
+/// Decode-step calibration of the all-CPU path for one activation mode (`plan --probe`,
+/// hw_probe.h and engine/cli/plan_decode_probe.h measure every field).
+struct CpuDecodeMode {
+  /// Matrix-vector rate through the engine's matmul kernel (kernels/cpu/ops.h matmul_rows), one
+  /// token, all `threads`, in GB/s of weight bytes, per ggml type name ("F16", "Q8_0"; "default"
+  /// for types not listed): `hot` = a matrix resident in the last-level cache (compute bound),
+  /// `cold` = matrices streamed from DRAM.
+  std::map<std::string, double> hot_gbps, cold_gbps;
+  double token_us = 0;     ///< fixed cost per decode step (embedding, head-side ops, sampling, calls)
+  double layer_us = 0;     ///< fixed cost per layer per decode step (op dispatches, norms, mHC, RoPE)
+  double attn_gflops = 0;  ///< decode attention + indexer FLOP rate (cost_model.h counts the FLOPs)
+
+  /// Hot / cold GB/s for `type_name` (its entry or "default"; 0 when neither is present).
+  double hot_for(const std::string& type_name) const;
+  double cold_for(const std::string& type_name) const;
+};
+
+/// The all-CPU decode calibration: optional (profiles written before it have none, and the cost
+/// model then uses the node rates alone, as before).
+struct CpuDecodeProfile {
+  int threads = 0;          ///< engine threads the figures were measured with
+  int64_t llc_bytes = 0;    ///< last-level cache (bytes) that decides hot vs cold (0 = unknown: cold)
+  std::map<std::string, CpuDecodeMode> modes;  ///< by activation mode name: "q8", "f32"
+  bool empty() const { return modes.empty(); }
+};
+
 /// A machine profile. Validated: node ids unique, every numa_node reference exists, positive
 /// bandwidths and capacities.
 struct HwProfile {
@@ -69,6 +95,7 @@ struct HwProfile {
   int64_t vram_reserved_bytes = 0;///< per GPU: CUDA context, NCCL buffers, fragmentation
   double layer_overhead_us = 0;   ///< per layer per decode step: launches and syncs
   double cpu_expert_latency_us = 0;  ///< fixed cost of one CPU expert call (fork-join)
+  CpuDecodeProfile cpu_decode;       ///< optional key "cpu_decode" (see CpuDecodeProfile)
 
   /// Index of node `id` in `nodes`, or -1.
   int node_index(int id) const;
@@ -79,7 +106,11 @@ Result<void> validate_hw_profile(const HwProfile& p, const std::string& source);
 
 /// Parses a profile from JSON text; `source` names it in errors. Unknown keys are errors (a typo
 /// must not silently fall back to a default); every key is required except "description",
-/// "nvme", "pci_bus_id".
+/// "nvme", "pci_bus_id", "cpu_decode". "cpu_decode" is
+///   {"threads": 2, "llc_mib": 32, "modes": {"q8": {"token_us": 120, "layer_us": 300,
+///    "attn_gflops": 4, "hot_gbps": {"default": 20, "Q8_0": 30}, "cold_gbps": {"default": 8}}, "f32": {...}}}
+/// with every key of a mode required, "default" required in both rate maps, rates > 0, the
+/// microseconds >= 0.
 Result<HwProfile> parse_hw_profile(const std::string& json_text, const std::string& source);
 
 /// Reads and parses the profile file at `path`.

@@ -1,4 +1,5 @@
 // placement/model_shape.cpp — built-in DeepSeek-V4-Flash shape and the model config JSON loader.
+#include <algorithm>
 #include "placement/model_shape.h"
 
 #include "ds4/file_io.h"
@@ -146,6 +147,9 @@ Result<ModelShape> load_model_shape(const std::string& path) {
   DS4_TRY(int64_t ih, get_int(*j, path, {"index_n_heads"}, nullptr));
   s.index_n_heads = int(ih);
   DS4_TRY(s.index_head_dim, get_int(*j, path, {"index_head_dim"}, nullptr));
+  const int64_t topk512 = 512;
+  DS4_TRY(int64_t itk, get_int(*j, path, {"index_topk"}, &topk512));
+  s.index_topk = int(std::clamp<int64_t>(itk, 1, int64_t(1) << 30));
   DS4_TRY(int64_t ne, get_int(*j, path, {"n_routed_experts", "expert_count"}, nullptr));
   s.n_experts = int(ne);
   DS4_TRY(int64_t tk, get_int(*j, path, {"num_experts_per_tok", "n_activated_experts", "expert_used_count"}, nullptr));

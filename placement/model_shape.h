@@ -29,6 +29,7 @@ struct ModelShape {
   std::vector<int> compress_ratios; ///< per main layer: 0 (window only), 4 (CSA) or 128 (HCA)
   int index_n_heads = 0;            ///< lightning indexer heads: 64
   int64_t index_head_dim = 0;       ///< 128
+  int index_topk = 512;             ///< compressed entries the indexer selects on CSA layers: 512
   int n_experts = 0;                ///< routed experts per layer: 256
   int top_k = 0;                    ///< experts per token: 6
   int n_shared_experts = 0;         ///< 1

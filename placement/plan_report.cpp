@@ -53,6 +53,8 @@ nlohmann::json prediction_json(const Prediction& pr) {
   return {{"decode_tok_s", pr.decode_tok_s},       {"decode_step_ms", pr.decode_step_s * 1e3},
           {"dense_ms", pr.dense_s * 1e3},          {"moe_ms", pr.moe_s * 1e3},
           {"sync_ms", pr.sync_s * 1e3},            {"prefill_tok_s", pr.prefill_tok_s},
+          {"attn_ms", pr.attn_s * 1e3},            {"fixed_ms", pr.fixed_s * 1e3},
+          {"cpu_calibrated", pr.cpu_calibrated},
           {"prefill_chunk_ms", pr.prefill_chunk_s * 1e3},
           {"vram_bytes_per_token", pr.vram_bytes_per_token},
           {"link_bytes_per_token", pr.link_bytes_per_token},
@@ -130,6 +132,11 @@ std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const st
 
   std::vector<const PlannedPolicy*> all = {&chosen};
   for (const auto& b : baselines) all.push_back(&b);
+  if (const CpuDecodeMode* c = cm.cpu_calibration())
+    o += fmt("\nall-CPU decode calibrated (%s activations, profile cpu_decode): token %.1f us + %d x layer %.1f us, "
+             "attention %.2f GFLOP/s at position %lld, weights %.0f%% cache-resident (LLC %.0f MiB)\n",
+             in.activations.c_str(), c->token_us, in.shape->n_layers, c->layer_us, c->attn_gflops,
+             (long long)in.decode_position, 100 * cm.hot_fraction(), double(hw.cpu_decode.llc_bytes) / kMiB);
   o += "\nPredictions (batch 1)     ";
   for (auto* a : all) o += fmt("%18s", a->plan.policy.c_str());
   o += "\n";
@@ -143,6 +150,10 @@ std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const st
   row("  dense ms", [](const PlannedPolicy& a) { return a.prediction.dense_s * 1e3; }, "%18.1f");
   row("  routed experts ms", [](const PlannedPolicy& a) { return a.prediction.moe_s * 1e3; }, "%18.1f");
   row("  all-reduce+launch ms", [](const PlannedPolicy& a) { return a.prediction.sync_s * 1e3; }, "%18.1f");
+  if (chosen.prediction.cpu_calibrated) {
+    row("  attention ms", [](const PlannedPolicy& a) { return a.prediction.attn_s * 1e3; }, "%18.1f");
+    row("  fixed token+layer ms", [](const PlannedPolicy& a) { return a.prediction.fixed_s * 1e3; }, "%18.1f");
+  }
   row("prefill tok/s", [](const PlannedPolicy& a) { return a.prediction.prefill_tok_s; }, "%18.1f");
   row("activations in VRAM %", [](const PlannedPolicy& a) { return 100 * a.prediction.share_vram; }, "%18.1f");
   row("max H2D MB/token", [](const PlannedPolicy& a) {

@@ -3,7 +3,8 @@
 //   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [--ctx N] [--chunk N]
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
 //   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--probe-h2d-mib N]
-//                    [--write-profile F]
+//                    [--probe-decode N] [--write-profile F]
+//   prediction options: [--activations q8|f32] [--decode-depth N]
 //
 //                    [--emulate-gpu-kib N] [--host-cap-kib N]
 //
@@ -18,6 +19,13 @@
 // cpu, nvme) with rates measured here, so that `run --plan` on a CPU build (where device memory
 // is host memory and staging is a memcpy) can check the plan's bytes per tier. The predicted
 // times of such a plan describe the emulation, not a real GPU.
+//
+// --probe-decode N (default 12; 0 = skip) adds the all-CPU decode calibration
+// (engine/cli/plan_decode_probe.h: matmul rates per type, hot and cold, and a decode micro-run of
+// two generated models fitted to per-token, per-layer and attention costs) to the probed profile
+// as "cpu_decode"; the cost model then predicts all-CPU decode from it (placement/cost_model.h) in
+// the --activations mode (default q8, what run/bench use) at context position --decode-depth
+// (default min(ctx, 2048) / 2).
 //
 // --probe measures this machine (placement/hw_probe.h: per-node read/memcpy, NVMe file read through
 // the staging reader, pinned/pageable H2D per GPU from each node with the CUDA backend) and uses the
@@ -36,6 +44,7 @@
 #include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/cli/plan_decode_probe.h"
 #include "gguf/gguf_file.h"
 #include "kernels/quant/ggml_type.h"
 #include "placement/gguf_sizes.h"
@@ -76,6 +85,9 @@ struct PlanArgs {
   int64_t probe_h2d_mib = 256;
   int64_t emulate_gpu_kib = -1;
   int64_t host_cap_kib = -1;
+  int probe_decode = 12;
+  std::string activations = "q8";
+  int64_t decode_depth = -1;
 };
 PlanArgs args;
 CLI::Option* ctx_option = nullptr;    // to tell a given --ctx from the default
@@ -124,6 +136,17 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--probe-h2d-mib", args.probe_h2d_mib,
                 "Size of one timed host-to-device copy of the GPU probe (MiB; 0 = skip GPUs)")
       ->default_val(args.probe_h2d_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 16));
+  s->add_option("--probe-decode", args.probe_decode,
+                "With --probe: timed decode steps per sample of the all-CPU decode calibration (a micro-run of two "
+                "generated models, ~30 s); 0 = skip it")
+      ->default_val(args.probe_decode)->check(CLI::Range(0, 4096));
+  s->add_option("--activations", args.activations,
+                "Activation mode the all-CPU prediction assumes (the profile's cpu_decode calibration): q8 (as "
+                "run/bench default) or f32")
+      ->default_val(args.activations)->check(CLI::IsMember({"q8", "f32"}));
+  s->add_option("--decode-depth", args.decode_depth,
+                "Context position of the predicted decode token (attention cost); default min(ctx, 2048) / 2")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   s->add_option("--emulate-gpu-kib", args.emulate_gpu_kib,
                 "Add one EMULATED GPU (VRAM = host memory, H2D = probed memcpy rate) with this much room for "
                 "resident experts (KiB); for checking plans on a machine without GPUs")
@@ -173,6 +196,18 @@ int run() {
     if (!r) return fail(r.error().message);
     std::fputs(format_probe(r.value()).c_str(), stdout);
     hw = r->profile;
+    if (args.probe_decode > 0) {
+      DecodeProbeOptions dpo;
+      dpo.dir = args.probe_dir;
+      dpo.tokens = args.probe_decode;
+      std::string report;
+      auto d = probe_cpu_decode(dpo, &report);
+      if (!d) return fail(d.error().message);
+      std::fputs(report.c_str(), stdout);
+      std::fflush(stdout);
+      hw.cpu_decode = std::move(d).value();
+      hw.description += " All-CPU decode calibration (cpu_decode): measured by the plan --probe micro-run.";
+    }
     hw_source = "probed (plan --probe)";
     if (!args.dry_run && args.json.empty()) return write_profile(hw);
   }
@@ -272,6 +307,16 @@ int run() {
   in.samples = &samples;
   in.prefill_chunk = opt.prefill_chunk;
   in.prefill_position = std::min<int64_t>(opt.ctx, 2048) / 2;
+  in.decode_position = args.decode_depth >= 0 ? args.decode_depth : in.prefill_position;
+  in.activations = args.activations;
+  if (hw.gpus.empty() && args.emulate_gpu_kib < 0) {
+    if (hw.cpu_decode.empty())
+      std::fprintf(stderr, "ds4-offload plan: note: the profile has no all-CPU decode calibration (cpu_decode); the "
+                           "prediction counts weight bytes at the expert rates only (run `plan --probe`)\n");
+    else if (!hw.cpu_decode.modes.count(args.activations))
+      std::fprintf(stderr, "ds4-offload plan: note: the profile's cpu_decode has no '%s' mode; the prediction counts "
+                           "weight bytes at the expert rates only\n", args.activations.c_str());
+  }
   if (args.emulate_gpu_kib >= 0) {
     if (!hw.gpus.empty()) return fail("--emulate-gpu-kib: the profile already has GPUs; use it on a machine without");
     const NumaNodeProfile& n0 = hw.nodes.at(0);

@@ -148,7 +148,7 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   fs::remove(model);
   fs::copy_file(fixture(), model);
   const std::string d = std::string("'").append(dir.string()).append("/");
-  Out o = run("plan --probe --probe-dir " + d + "' --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " + d + "hw.json'", true);
+  Out o = run("plan --probe --probe-decode 0 --probe-dir " + d + "' --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " + d + "hw.json'", true);
   ASSERT_EQ(o.code, 0) << o.text;
   o = run("plan -m " + d + "tiny.gguf' --hw " + d + "hw.json' --ctx 512 --chunk 64 --emulate-gpu-kib 1024 "
           "--host-cap-kib 2048 --json " + d + "plan.json'", true);

@@ -42,7 +42,7 @@ fs::path fixture() { return test::fixtures_dir() / "dsv4-tiny" / "dsv4-tiny-mxfp
 // --probe-h2d-mib 0 skips GPUs. Needs no fixture, so it runs first (the others exit 77 without it).
 TEST(PlanProbeCli, SaysWhyNoGpuWasProbedOrListsEveryLink) {
   const fs::path dir = test::scratch_dir("plan_probe_gpu");
-  const std::string base = "plan --probe --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 16 --write-profile '" +
+  const std::string base = "plan --probe --probe-decode 0 --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 16 --write-profile '" +
                            (dir / "p.json").string() + "'";
   Out o = sh(base);
   if (staging::h2d_probe_available()) {
@@ -67,7 +67,7 @@ TEST(PlanProbeCli, SaysWhyNoGpuWasProbedOrListsEveryLink) {
       EXPECT_NE(js.str().find("No GPU probed: " + why), std::string::npos) << js.str();
     }
   }
-  o = sh("plan --probe --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 0");
+  o = sh("plan --probe --probe-decode 0 --probe-mem-mib 16 --probe-nvme-mib 0 --probe-h2d-mib 0");
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_NE(o.text.find("gpu: none probed: skipped"), std::string::npos) << o.text;
   o = sh("plan --probe --probe-h2d-mib -1");
@@ -193,7 +193,7 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   o = sh("plan --probe --hw '" + (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("--probe"), std::string::npos) << o.text;
-  o = sh("plan --probe --probe-dir '" + (dir / "missing").string() + "'");
+  o = sh("plan --probe --probe-decode 0 --probe-dir '" + (dir / "missing").string() + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("missing"), std::string::npos) << o.text;
   // The model's context_length bounds --ctx and is the default when shorter than 32768.

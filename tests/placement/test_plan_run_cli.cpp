@@ -68,7 +68,7 @@ TEST(PlanRunCli, ProbedPlanDrivesATinyRunAndTheBytesMatch) {
   const std::string run_args = " -p 'The quick brown fox' -t 2 --seed 42 -n 65";
 
   // 1. Probe (small buffers: a second or two).
-  Out o = sh("plan --probe --probe-dir " + q(dir) + " --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " +
+  Out o = sh("plan --probe --probe-decode 0 --probe-dir " + q(dir) + " --probe-mem-mib 16 --probe-nvme-mib 16 --write-profile " +
              q(dir / "probed.json"));
   ASSERT_EQ(o.code, 0) << o.text;
   ASSERT_TRUE(fs::exists(dir / "probed.json"));

@@ -1,0 +1,43 @@
+// engine/cli/plan_decode_probe.h — the all-CPU decode calibration of `ds4-offload plan --probe`
+// (HwProfile::cpu_decode; the terms it calibrates are in placement/cost_model.h).
+//
+// Per activation mode (q8, f32):
+//  1. matmul rates per weight type (placement/cpu_rate_probe.h): hot (a matrix of min(LLC/4,
+//     16 MiB), compute bound) and, in q8 mode, cold (a buffer of max(cold_mib, 4 x LLC), DRAM).
+//     f32-mode cold rates are derived, not measured: F32/F16/BF16 take the same path in both modes
+//     (their q8 cold rate), a quantized type decodes at most as fast as in cache and streams at most
+//     as fast as its q8 kernel does: min(hot f32, cold q8).
+//  2. a decode micro-run: two random-weight models written to a temporary folder with make-tiny's
+//     writer (engine/tiny_model.h; dim 256, 16 heads x 512, window 128, indexer top-64, Q8_0
+//     experts; 6 and 3 layers), each decoded through the Session API at context depths 8 and
+//     384 (one prompt, then `reps` chunks of `tokens` decode steps, the fastest chunk counts, as
+//     the rates keep their best pass); the eight
+//     samples fit token_us, layer_us and attn_gflops (fit_decode_fixed_costs) after the weight
+//     reads the rates of step 1 price are subtracted.
+// Step 2's fit is one over the samples of both modes (the same three figures go to both): those
+// costs are the non-matmul work, which the activation mode does not change.
+// About 80-110 s on the 2-core development VM (loaded). The figures describe this machine under
+// its present load.
+#pragma once
+
+#include <string>
+
+#include "ds4/result.h"
+#include "placement/hw_profile.h"
+
+namespace ds4::cli {
+
+/// Micro-run settings.
+struct DecodeProbeOptions {
+  int threads = 0;              ///< engine threads (0 = all hardware threads)
+  std::string dir = "/tmp";     ///< where the temporary models are written (removed after)
+  int64_t cold_mib = 1024;      ///< minimum cold-rate buffer
+  int tokens = 12;              ///< timed decode steps per run
+  int reps = 5;                 ///< timed chunks per sample (fastest kept)
+};
+
+/// Runs the calibration; `report` (when not null) gets a human-readable summary: rates, samples
+/// (measured vs modeled), the fitted costs. Errors: temporary folder, model write/load, eval.
+Result<placement::CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::string* report);
+
+}  // namespace ds4::cli
