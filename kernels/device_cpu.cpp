@@ -515,8 +515,10 @@ class CpuDevice final : public Device {
     for (int k = 0; k < nw; ++k) any_mmq = any_mmq || (q8[k] && cpu::matmul_uses_mmq(W[k].type, n));
     if (any_q8) {
       // Activation quantization (and the multi-token kernels' per-token sums) split over tokens.
-      cpu::matmul_quantize_prepare(n, in, any_mmq, scratch);
-      rows_par(n, in * 4, [&](int64_t a, int64_t b) { cpu::matmul_quantize_rows(X, in, scratch, a, b); });
+      // (A thread_local named inside the lambda would be each worker's own: pass a reference.)
+      cpu::MatmulScratch& sc = scratch;
+      cpu::matmul_quantize_prepare(n, in, any_mmq, sc);
+      rows_par(n, in * 4, [&sc, &X, in](int64_t a, int64_t b) { cpu::matmul_quantize_rows(X, in, sc, a, b); });
     }
     cpu::MmqTokens tok;
     if (any_mmq) tok = cpu::matmul_tokens(scratch, in);
