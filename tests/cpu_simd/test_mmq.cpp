@@ -164,6 +164,41 @@ TEST(CpuMmq, BitIdenticalToScalarForEveryTypeShapeAndTokenCount) {
   }
 }
 
+// The AVX2 Q8_1 quantizer (quantize_q8_avx2.cpp) writes the scalar contract's bytes: blocks of
+// magnitudes 2^-40 .. 2^40 (fp16-subnormal and overflowing scales, s overflowing to inf), exact
+// half-way ties (x / df = k + 0.5 with df = 1), zeros and -0, and non-finite blocks (scalar path).
+TEST(CpuMmq, SimdQuantizerWritesTheScalarBytes) {
+  if (!cpu::cpu_avx2_usable()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  AutoModeGuard guard;
+  std::mt19937_64 rng(1902);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> mag(-40, 40);
+  const int64_t blocks = 4000;
+  std::vector<float> x(size_t(blocks * 32));
+  for (int64_t b = 0; b < blocks; ++b) {
+    float* xb = x.data() + 32 * b;
+    const int kind = int(b % 8);
+    const float s = std::ldexp(1.0f, mag(rng));
+    for (int j = 0; j < 32; ++j) xb[j] = nd(rng) * s;
+    if (kind == 1) {  // ties: amax 127 -> df 1, x = k + 0.5
+      for (int j = 0; j < 32; ++j) xb[j] = float(int(rng() % 200) - 100) + 0.5f;
+      xb[0] = 127.0f;
+    } else if (kind == 2) {
+      for (int j = 0; j < 32; ++j) xb[j] = (j % 2) ? 0.0f : -0.0f;
+    } else if (kind == 3 && b % 24 == 3) {
+      xb[rng() % 32] = (b % 48 == 3) ? NAN : -INFINITY;
+    }
+  }
+  std::vector<uint8_t> ref(size_t(blocks * 36)), got(size_t(blocks * 36), 0xAB);
+  cpu::set_simd_mode(cpu::SimdMode::ForceScalar);
+  cpu::quantize_row_q8_1(x.data(), ref.data(), blocks * 32);
+  cpu::set_simd_mode(cpu::SimdMode::Auto);
+  ASSERT_TRUE(cpu::avx2_selected());
+  cpu::quantize_row_q8_1(x.data(), got.data(), blocks * 32);
+  for (int64_t b = 0; b < blocks; ++b)
+    ASSERT_EQ(std::memcmp(ref.data() + 36 * b, got.data() + 36 * b, 36), 0) << "block " << b << " kind " << b % 8;
+}
+
 TEST(CpuMmq, KernelsExistWhereExpectedAndNotUnderTheScalarPolicy) {
   if (!cpu::cpu_avx2_usable()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
   AutoModeGuard guard;
