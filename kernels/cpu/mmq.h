@@ -15,7 +15,10 @@
 //   form A: P = (d * da) * float(I)
 //   form B: P = da * ((d * float(I)) - (dmin * float(I2))),   I2 = sum_h n_h * sumq_h
 // which is the contract's I (and P) for every listed type: the offset term removes exactly what
-// the unsigned bytes add. Q8_0 instead keeps |w| in u and w itself (for the sign) in `m`.
+// the unsigned bytes add. Q8_0 instead keeps |w| in u and w itself (for the sign) in `m` (the
+// scalar decoder and the AVX2 family); the VNNI families' own Q8_0 decoder stores u = w + 128, off
+// 128 (vpdpbusd does not saturate), so a kernel is only paired with its family's decoder
+// (family_mmq_decoder).
 #pragma once
 
 #include <cstdint>
@@ -55,8 +58,9 @@ struct MmqTokens {
 using MmqFn = void (*)(const MmqGroup* row, int64_t nc, const MmqTokens& tok, int64_t t0, int64_t t1, float* out,
                        int64_t out_ld);
 
-/// Decodes one weight row (n elements) into ceil(n / 256) groups: the same bytes in every field a
-/// kernel reads as mmq_decode_row (a SIMD decoder of a family, or that scalar one).
+/// Decodes one weight row (n elements) into ceil(n / 256) groups for one family's kernel: the
+/// bytes of mmq_decode_row in every field the kernel reads, except the VNNI families' Q8_0 form
+/// (u = w + 128, see above).
 using MmqDecodeFn = void (*)(const void* w_row, int64_t n, MmqGroup* out);
 
 /// True when `type` has a decoded form (Q4_0, Q8_0, MXFP4, Q2_K, Q4_K, Q6_K, IQ2_XXS, IQ2_XS,
