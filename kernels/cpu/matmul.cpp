@@ -18,6 +18,7 @@ void matmul_quantize_prepare(int64_t n, int64_t in, bool sums, MatmulScratch& s)
   if (!sums) return;
   if (s.da.size() < static_cast<size_t>(n * nc8)) s.da.resize(static_cast<size_t>(n * nc8));
   if (s.hs.size() < static_cast<size_t>(2 * n * nc8)) s.hs.resize(static_cast<size_t>(2 * n * nc8));
+  if (s.qt.size() < static_cast<size_t>(32 * n * nc8)) s.qt.resize(static_cast<size_t>(32 * n * nc8));
 }
 
 void matmul_quantize_rows(const F32Rows& x, int64_t in, MatmulScratch& s, int64_t t0, int64_t t1) {
@@ -25,7 +26,7 @@ void matmul_quantize_rows(const F32Rows& x, int64_t in, MatmulScratch& s, int64_
   for (int64_t t = t0; t < t1; ++t) {
     uint8_t* q = s.xq.data() + t * qb;
     quantize_row_q8_1(x.row(t), q, in);
-    if (s.sums) mmq_token_sums(q, in, s.da.data() + t * nc8, s.hs.data() + 2 * t * nc8);
+    if (s.sums) mmq_token_sums(q, in, s.da.data() + t * nc8, s.hs.data() + 2 * t * nc8, s.qt.data() + 32 * t * nc8);
   }
 }
 
@@ -36,7 +37,7 @@ void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s) 
 
 MmqTokens matmul_tokens(const MatmulScratch& s, int64_t in) {
   DS4_CHECK(s.sums);
-  return {s.xq.data(), in / 32 * 36, s.da.data(), s.hs.data(), (in / 32 + 7) / 8 * 8};
+  return {s.xq.data(), in / 32 * 36, s.da.data(), s.hs.data(), (in / 32 + 7) / 8 * 8, s.qt.data()};
 }
 
 bool matmul_uses_mmq(GgmlType type, int64_t n) { return simd_mmq(type) != nullptr && n >= mmq_min_tokens(type); }

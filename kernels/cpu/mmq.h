@@ -32,14 +32,22 @@ namespace ds4::cpu {
 /// fields a type's kernel reads are filled (see mmq_decode_row). Chunks past the row end (a tail
 /// of a 32-element-block row) are zero and never added.
 struct alignas(64) MmqGroup {
-  uint8_t u[8][32];       ///< u_j = w_j + off (Q8_0: |w_j|)
-  int16_t m[8][16];       ///< per-half multipliers spread over the 16 int16 pair lanes (Q8_0: the signed w bytes)
+  uint8_t u[8][32];       ///< after mmq_finish_group: u[k][4c + j] = u_{4k+j} of chunk c (Q8_0: |w|)
+  int16_t m[8][16];       ///< decoders: per-half multipliers spread over 16 pair lanes of chunk c (Q8_0: the
+                          ///< signed w bytes, transposed as u by mmq_finish_group)
   int16_t corr[16];       ///< off * m_h of chunk c half h at lane 2c + h (one-multiplier types: off)
   int32_t mult[8];        ///< the chunk's single multiplier (IQ2_XXS, IQ1_S, Q4_K)
   int16_t nmin[16];       ///< form B: n_h at lane 2c + h
   float d[8];             ///< the chunk's weight scale (form A: as multiplied by da first)
   float dmin[8];          ///< form B
+  int32_t mh[2][8];       ///< mmq_finish_group: the half multipliers m_h of chunk c (per-half types)
 };
+
+/// Last step of every decoder: mh from the spread multipliers, then u (and m, as bytes) from
+/// chunk-major [c][32] to the transposed [k][4c + j] layout, in which one 32-byte vector holds
+/// bytes 4k..4k+3 of all eight chunks, so a four-term dot per int32 lane sums into that chunk's
+/// lane and no horizontal sum is needed (the token codes are laid out alike: MmqTokens::qt).
+void mmq_finish_group(MmqGroup& g);
 
 /// Per-token data the kernels share across all rows: token t's Q8_1 blocks at xq + t * qb bytes,
 /// its chunk scales da (fp16_to_f32 of each block's d) at da + t * nc8 and its half sums
@@ -51,6 +59,9 @@ struct MmqTokens {
   const float* da = nullptr;
   const int16_t* hs = nullptr;
   int64_t nc8 = 0;
+  /// Token t's codes in the transposed group layout at qt + t * 32 * nc8: group i, vector k, int32
+  /// lane c = codes 4k..4k+3 of block 8i + c (zero past the last block).
+  const uint8_t* qt = nullptr;
 };
 
 /// One decoded row (ceil(nc / 8) groups, nc = row length / 32 chunks) dotted with tokens
@@ -71,15 +82,14 @@ bool mmq_has_decode(GgmlType type);
 /// ceil(n / 256) groups at `out`. Requires mmq_has_decode(type).
 void mmq_decode_row(GgmlType type, const void* w_row, int64_t n, MmqGroup* out);
 
-/// Fills token t's da / hs rows (layout of MmqTokens, n elements) from its Q8_1 blocks `xq_row`.
-void mmq_token_sums(const uint8_t* xq_row, int64_t n, float* da_row, int16_t* hs_row);
+/// Fills token t's da / hs / qt rows (layout of MmqTokens, n elements) from its Q8_1 blocks `xq_row`.
+void mmq_token_sums(const uint8_t* xq_row, int64_t n, float* da_row, int16_t* hs_row, uint8_t* qt_row);
 
 /// The decoder matching simd_mmq(type): the selected family's SIMD one where it has one (Q8_0,
 /// MXFP4, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M), else the scalar mmq_decode_row.
 MmqDecodeFn mmq_decoder(GgmlType type);
 /// Fewest tokens of a matmul for which the multi-token kernel of `type` is used (decode once per
-/// row + cheap per-token dots beat the per-token matvec kernels; bench/README.md issue 19);
-/// INT64_MAX where the per-token kernel is as fast (Q2_K).
+/// row + cheap per-token dots beat the per-token matvec kernels; bench/README.md issue 19).
 int64_t mmq_min_tokens(GgmlType type);
 
 /// The kernel of the selected family (selected_backend()) for `type`, or nullptr (scalar policy,

@@ -244,22 +244,47 @@ void mmq_decode_row(GgmlType type, const void* w_row, int64_t n, MmqGroup* out) 
       const int64_t cnt = nb - 8 * i < 8 ? nb - 8 * i : 8;
       if (cnt < 8) std::memset(&g, 0, sizeof(MmqGroup));
       for (int c = 0; c < cnt; ++c) decode_block32(type, p + (8 * i + c) * int64_t(geo->block_bytes), g, c);
+      mmq_finish_group(g);
     }
     return;
   }
   DS4_CHECK(n % 256 == 0);
-  for (int64_t i = 0; i < n / 256; ++i) decode_super(type, p + i * int64_t(geo->block_bytes), out[i]);
+  for (int64_t i = 0; i < n / 256; ++i) {
+    decode_super(type, p + i * int64_t(geo->block_bytes), out[i]);
+    mmq_finish_group(out[i]);
+  }
 }
 
-void mmq_token_sums(const uint8_t* xq_row, int64_t n, float* da_row, int16_t* hs_row) {
+void mmq_finish_group(MmqGroup& g) {
+  for (int c = 0; c < 8; ++c) {
+    g.mh[0][c] = g.m[c][0];
+    g.mh[1][c] = g.m[c][8];
+  }
+  uint32_t u[8][8], m[8][8];
+  std::memcpy(u, g.u, sizeof(u));
+  std::memcpy(m, g.m, sizeof(m));
+  uint32_t ut[8][8], mt[8][8];
+  for (int c = 0; c < 8; ++c)
+    for (int k = 0; k < 8; ++k) {
+      ut[k][c] = u[c][k];
+      mt[k][c] = m[c][k];
+    }
+  std::memcpy(g.u, ut, sizeof(ut));
+  std::memcpy(g.m, mt, sizeof(mt));
+}
+
+void mmq_token_sums(const uint8_t* xq_row, int64_t n, float* da_row, int16_t* hs_row, uint8_t* qt_row) {
   const int64_t nc = n / 32, nc8 = (nc + 7) / 8 * 8;
   for (int64_t b = 0; b < nc8; ++b) {
+    uint8_t* qt = qt_row + (b / 8) * 256 + (b % 8) * 4;
     if (b >= nc) {
       da_row[b] = 0.0f;
       hs_row[2 * b] = hs_row[2 * b + 1] = 0;
+      for (int k = 0; k < 8; ++k) std::memset(qt + 32 * k, 0, 4);
       continue;
     }
     const auto blk = load_block<BlockQ8_1>(xq_row + b * int64_t(sizeof(BlockQ8_1)));
+    for (int k = 0; k < 8; ++k) std::memcpy(qt + 32 * k, blk.qs + 4 * k, 4);
     da_row[b] = fp16_to_f32(blk.d);
     for (int h = 0; h < 2; ++h) {
       int s = 0;
@@ -319,17 +344,18 @@ MmqDecodeFn family_mmq_decoder(DotBackend b, GgmlType type) {
 }
 
 int64_t mmq_min_tokens(GgmlType type) {
-  // Measured single-thread (256 x 2048 hot, tokens 1..64, bench/README.md issue 19 prefill): the
-  // IQ types' per-token kernels decode grids and signs for every token, so decoding once pays from
-  // 4 tokens (1.1-1.5x; 2.1-2.4x at 64); Q8_0 / MXFP4 decode little per token and pay from 8
-  // (1.2-1.6x); the per-token Q2_K kernel is as fast as the generic one (0.85x at 64): never. The
-  // scalar-decoded types have only the scalar per-token dot, so any batch pays.
+  // Measured single-thread (256 x 2048 hot, tokens 4..64, min of 9 runs; bench/README.md issue 19
+  // prefill): from these token counts decoding once beats the per-token kernels (which decode
+  // grids, signs and scales for every token): IQ2_XXS / IQ2_XS / IQ1_S 1.2-1.4x at 8, 2.3-3.9x at
+  // 64; IQ1_M, Q8_0, MXFP4 1.3-1.6x at 16, 1.9-2.4x at 64; Q2_K (a fast per-token kernel) 0.9x at
+  // 16, 1.2x at 64. The scalar-decoded types have only the scalar per-token dot: any batch pays.
   if (family_decoder(selected_backend(), type) == nullptr) return 2;
   switch (type) {
-    case GgmlType::Q8_0:
-    case GgmlType::MXFP4: return 8;
-    case GgmlType::Q2_K: return INT64_MAX;
-    default: return 4;
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ1_S: return 8;
+    case GgmlType::Q2_K: return 32;
+    default: return 16;
   }
 }
 

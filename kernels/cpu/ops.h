@@ -73,6 +73,7 @@ struct MatmulScratch {
   std::vector<float> xqdq;  // FP8_QDQ: the QDQ'd activations [n, in]
   std::vector<float> da;    // multi-token kernels: per-token chunk scales (MmqTokens layout)
   std::vector<int16_t> hs;  // ... and half sums
+  std::vector<uint8_t> qt;  // ... and transposed codes
   bool sums = false;        // da / hs filled by matmul_quantize_rows
 };
 /// Sizes s for n tokens of length in (in % 32 == 0): s.xq for the Q8_1 rows and, with `sums`
