@@ -179,10 +179,24 @@ class CpuDevice final : public Device {
     DS4_CHECK(x.ne0 == hc * dim && mix.ne0 == (2 + hc) * hc && x.ne1 == y.ne1 && x.ne1 == mix.ne1);
     const cpu::F32Rows X = f32(x), Y = f32(y), M = f32(mix);
     const float *F = fptr(fn), *S = fptr(scale), *B = fptr(base);
-    rows_par(x.ne1, (2 + hc) * hc * hc * dim, [&](int64_t a, int64_t b) {
-      for (int64_t t = a; t < b; ++t)
-        cpu::hc_pre_row(X.row(t), F, S, B, hc, dim, iters, hc_eps, norm_eps, Y.row(t), M.row(t));
+    const int64_t n = x.ne1, mr = (2 + hc) * hc, len = hc * dim;
+    if (n >= threads_ || threads_ == 1 || n * mr * len < kInlineWork) {
+      rows_par(n, mr * len, [&](int64_t a, int64_t b) {
+        for (int64_t t = a; t < b; ++t)
+          cpu::hc_pre_row(X.row(t), F, S, B, hc, dim, iters, hc_eps, norm_eps, Y.row(t), M.row(t));
+      });
+      return;
+    }
+    // Fewer tokens than threads (decode): the (2 + hc) * hc mix dots of every token split over the
+    // threads first, then each token's Sinkhorn split and weighted sum (hc_pre_finish_row).
+    thread_local std::vector<float> hc_dots;  // concurrent sessions may share the device
+    if (hc_dots.size() < static_cast<size_t>(n * mr)) hc_dots.resize(static_cast<size_t>(n * mr));
+    float* dots = hc_dots.data();
+    pool_.run(n * mr, 1, threads_, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) dots[i] = cpu::dot_f32(F + (i % mr) * len, X.row(i / mr), len);
     });
+    for (int64_t t = 0; t < n; ++t)
+      cpu::hc_pre_finish_row(X.row(t), dots + t * mr, S, B, hc, dim, iters, hc_eps, norm_eps, Y.row(t), M.row(t));
   }
   void hc_post(Stream&, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) override {
     const int64_t dim = f.ne0;
@@ -251,15 +265,21 @@ class CpuDevice final : public Device {
     const cpu::F32Rows Q = f32(q), W = f32(w), K = f32(keys);
     uint8_t* base = ptr(out);
     const int64_t ld = static_cast<int64_t>(out.nb1 / 4);
-    rows_par(n * shards, hs * D * std::max<int64_t>(1, cpu::compressed_visible(pos0 + n - 1, 4)),
-             [&](int64_t a, int64_t b) {
-               for (int64_t i = a; i < b; ++i) {
-                 const int64_t k = i / n, t = i % n, nvis = cpu::compressed_visible(pos0 + t, 4);
-                 DS4_CHECK(nvis <= out.ne0 && nvis <= keys.ne1);
-                 float* dst = reinterpret_cast<float*>(base + k * out.nb2) + t * ld;
-                 cpu::indexer_scores(Q.row(t) + k * hs * D, W.row(t) + k * hs, hs, D, K.p, nvis, dst);
-               }
-             });
+    // Items are (shard, token, block of kKeys keys): each score is one indexer_scores term list
+    // whatever the split, so one decode token spreads its keys over all threads.
+    constexpr int64_t kKeys = 64;
+    const int64_t maxvis = std::max<int64_t>(1, cpu::compressed_visible(pos0 + n - 1, 4));
+    const int64_t kb = (maxvis + kKeys - 1) / kKeys;
+    rows_par(n * shards * kb, hs * D * std::min(maxvis, kKeys), [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {
+        const int64_t blk = i % kb, k = i / kb / n, t = i / kb % n, nvis = cpu::compressed_visible(pos0 + t, 4);
+        DS4_CHECK(nvis <= out.ne0 && nvis <= keys.ne1);
+        const int64_t j0 = blk * kKeys, j1 = std::min(nvis, j0 + kKeys);
+        if (j0 >= j1) continue;
+        float* dst = reinterpret_cast<float*>(base + k * out.nb2) + t * ld;
+        cpu::indexer_scores(Q.row(t) + k * hs * D, W.row(t) + k * hs, hs, D, K.p + j0 * D, j1 - j0, dst + j0);
+      }
+    });
   }
   void ordered_sum(Stream&, const Tensor& src, int64_t parts, const Tensor& dst) override {
     const int64_t m = dst.ne0 * dst.ne1 * dst.ne2;
@@ -296,25 +316,32 @@ class CpuDevice final : public Device {
     const cpu::I32Rows Sl = has_sel ? i32(sel) : cpu::I32Rows{};
     const int64_t ksel = has_sel ? sel.ne0 : 0;
     const float* sk = fptr(sinks);
-    rows_par(n, H * D * (win + ksel + 1) * 2, [&](int64_t a, int64_t b) {
+    // Items are (token, head) pairs, token-major: every head's output is one attend_with_sink call
+    // whatever the split, so a single token (decode) spreads its heads over all threads. A worker
+    // rebuilds a token's candidate list when its range enters that token.
+    rows_par(n * H, D * (win + ksel + 1) * 2, [&](int64_t a, int64_t b) {
       thread_local std::vector<const float*> cand;
       thread_local std::vector<float> scratch;
-      for (int64_t t = a; t < b; ++t) {
-        const int64_t pos = pos0 + t;
-        cand.clear();
-        for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
-          cand.push_back(p >= pos0 ? KV.row(p - pos0) : R.row(p % win));
-        if (ratio == 4) {
-          for (int64_t i = 0; i < ksel; ++i)
-            if (Sl.row(t)[i] >= 0) cand.push_back(C.row(Sl.row(t)[i]));
-        } else if (ratio > 0) {
-          const int64_t nvis = cpu::compressed_visible(pos, ratio);
-          for (int64_t j = 0; j < nvis; ++j) cand.push_back(C.row(j));
+      int64_t built = -1;
+      for (int64_t i = a; i < b; ++i) {
+        const int64_t t = i / H, h = i % H;
+        if (t != built) {
+          built = t;
+          const int64_t pos = pos0 + t;
+          cand.clear();
+          for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
+            cand.push_back(p >= pos0 ? KV.row(p - pos0) : R.row(p % win));
+          if (ratio == 4) {
+            for (int64_t k = 0; k < ksel; ++k)
+              if (Sl.row(t)[k] >= 0) cand.push_back(C.row(Sl.row(t)[k]));
+          } else if (ratio > 0) {
+            const int64_t nvis = cpu::compressed_visible(pos, ratio);
+            for (int64_t j = 0; j < nvis; ++j) cand.push_back(C.row(j));
+          }
+          if (scratch.size() < cand.size()) scratch.resize(cand.size());
         }
-        if (scratch.size() < cand.size()) scratch.resize(cand.size());
-        for (int64_t h = 0; h < H; ++h)
-          cpu::attend_with_sink(Q.row(t) + h * D, cand.data(), static_cast<int64_t>(cand.size()), D, scale, sk[h],
-                                O.row(t) + h * D, scratch.data());
+        cpu::attend_with_sink(Q.row(t) + h * D, cand.data(), static_cast<int64_t>(cand.size()), D, scale, sk[h],
+                              O.row(t) + h * D, scratch.data());
       }
     });
   }
@@ -484,7 +511,17 @@ class CpuDevice final : public Device {
     }
     const cpu::F32Rows X = f32(x);
     thread_local cpu::MatmulScratch scratch;  // concurrent sessions may share the device
-    if (any_q8) cpu::matmul_quantize(X, n, in, scratch);
+    bool any_mmq = false;
+    for (int k = 0; k < nw; ++k) any_mmq = any_mmq || (q8[k] && cpu::matmul_uses_mmq(W[k].type, n));
+    if (any_q8) {
+      // Activation quantization (and the multi-token kernels' per-token sums) split over tokens.
+      // (A thread_local named inside the lambda would be each worker's own: pass a reference.)
+      cpu::MatmulScratch& sc = scratch;
+      cpu::matmul_quantize_prepare(n, in, any_mmq, sc);
+      rows_par(n, in * 4, [&sc, &X, in](int64_t a, int64_t b) { cpu::matmul_quantize_rows(X, in, sc, a, b); });
+    }
+    cpu::MmqTokens tok;
+    if (any_mmq) tok = cpu::matmul_tokens(scratch, in);
     // FP8_QDQ: one QDQ'd copy of the activations (reused scratch) for the FP8/FP4 weights.
     cpu::F32Rows Xk[2] = {X, X};
     if (any_qdq) {
@@ -505,7 +542,7 @@ class CpuDevice final : public Device {
         int k = 0;
         while (tk >= tasks[k]) tk -= tasks[k++];
         const int64_t r0 = tk * kRowsPerTask, r1 = std::min(W[k].out, r0 + kRowsPerTask);
-        cpu::matmul_rows(W[k], Xk[k], xq, n, q8[k], Y[k], r0, r1);
+        cpu::matmul_rows(W[k], Xk[k], xq, n, q8[k], Y[k], r0, r1, any_mmq ? &tok : nullptr);
       }
     };
     if (threads_ == 1 || total == 1) return body(0, total);

@@ -3,3 +3,4 @@
 #define DS4_X86_FAMILY avx2
 #define DS4_X86_VNNI 0
 #include "kernels/cpu/dot_q8_1_x86.inc"
+#include "kernels/cpu/mmq_x86.inc"

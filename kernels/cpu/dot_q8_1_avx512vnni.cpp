@@ -5,3 +5,4 @@
 #define DS4_X86_FAMILY avx512_vnni
 #define DS4_X86_VNNI 2
 #include "kernels/cpu/dot_q8_1_x86.inc"
+#include "kernels/cpu/mmq_x86.inc"

@@ -25,11 +25,26 @@ HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, i
   return r;
 }
 
-void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes) {
+float hc_norm_scale(const float* xf, int64_t n, float norm_eps) {
   float ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += xf[i] * xf[i];
-  const float rs = 1.0f / quant::sqrt_f32(ss / static_cast<float>(n) + norm_eps);
+  return 1.0f / quant::sqrt_f32(ss / static_cast<float>(n) + norm_eps);
+}
+
+void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes) {
+  const float rs = hc_norm_scale(xf, n, norm_eps);
   for (int r = 0; r < n_rows; ++r) mixes[r] = dot_f32(fn + r * n, xf, n) * rs;
+}
+
+void hc_pre_finish_row(const float* x, const float* dots, const float* scale, const float* base, int hc, int64_t dim,
+                       int iters, float hc_eps, float norm_eps, float* y, float* mix_row) {
+  const int mix_rows = (2 + hc) * hc;
+  float m[64];
+  DS4_CHECK(mix_rows <= 64);
+  const float rs = hc_norm_scale(x, hc * dim, norm_eps);
+  for (int r = 0; r < mix_rows; ++r) m[r] = dots[r] * rs;
+  hc_split_sinkhorn_row(m, scale, base, hc, iters, hc_eps, mix_row);
+  hc_weighted_sum(x, mix_row, hc, dim, y);
 }
 
 void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y) {

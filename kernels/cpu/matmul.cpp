@@ -10,17 +10,67 @@
 
 namespace ds4::cpu {
 
-void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s) {
+void matmul_quantize_prepare(int64_t n, int64_t in, bool sums, MatmulScratch& s) {
   DS4_CHECK(in % 32 == 0);
-  const int64_t qb = in / 32 * 36;
+  const int64_t qb = in / 32 * 36, nc8 = (in / 32 + 7) / 8 * 8;
   if (s.xq.size() < static_cast<size_t>(n * qb)) s.xq.resize(static_cast<size_t>(n * qb));
-  for (int64_t t = 0; t < n; ++t) quantize_row_q8_1(x.row(t), s.xq.data() + t * qb, in);
+  s.sums = sums;
+  if (!sums) return;
+  if (s.da.size() < static_cast<size_t>(n * nc8)) s.da.resize(static_cast<size_t>(n * nc8));
+  if (s.hs.size() < static_cast<size_t>(2 * n * nc8)) s.hs.resize(static_cast<size_t>(2 * n * nc8));
+  if (s.qt.size() < static_cast<size_t>(32 * n * nc8)) s.qt.resize(static_cast<size_t>(32 * n * nc8));
 }
 
+void matmul_quantize_rows(const F32Rows& x, int64_t in, MatmulScratch& s, int64_t t0, int64_t t1) {
+  const int64_t qb = in / 32 * 36, nc8 = (in / 32 + 7) / 8 * 8;
+  for (int64_t t = t0; t < t1; ++t) {
+    uint8_t* q = s.xq.data() + t * qb;
+    quantize_row_q8_1(x.row(t), q, in);
+    if (s.sums) mmq_token_sums(q, in, s.da.data() + t * nc8, s.hs.data() + 2 * t * nc8, s.qt.data() + 32 * t * nc8);
+  }
+}
+
+void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s) {
+  matmul_quantize_prepare(n, in, false, s);
+  matmul_quantize_rows(x, in, s, 0, n);
+}
+
+MmqTokens matmul_tokens(const MatmulScratch& s, int64_t in) {
+  DS4_CHECK(s.sums);
+  return {s.xq.data(), in / 32 * 36, s.da.data(), s.hs.data(), (in / 32 + 7) / 8 * 8, s.qt.data()};
+}
+
+bool matmul_uses_mmq(GgmlType type, int64_t n) { return simd_mmq(type) != nullptr && n >= mmq_min_tokens(type); }
+
+namespace {
+
+/// Rows [r0, r1) for all n tokens by the multi-token kernel `fn`: blocks of kBlock rows decoded
+/// once into a per-thread buffer, then tiles of kTile tokens pass over every decoded row (the
+/// tile's activations and the block's decoded rows stay in L2; each row in L1 while its tile runs).
+void matmul_rows_mmq(MmqFn fn, MmqDecodeFn decode, const WRows& w, const MmqTokens& tok, int64_t n, const F32Rows& y, int64_t r0,
+                     int64_t r1) {
+  constexpr int64_t kBlock = 16, kTile = 16;
+  const int64_t nc = w.in / 32, ng = (nc + 7) / 8;
+  thread_local std::vector<MmqGroup> dec;
+  if (dec.size() < static_cast<size_t>(kBlock * ng)) dec.resize(static_cast<size_t>(kBlock * ng));
+  for (int64_t a = r0; a < r1; a += kBlock) {
+    const int64_t m = std::min(r1, a + kBlock) - a;
+    for (int64_t k = 0; k < m; ++k) decode(w.row(a + k), w.in, dec.data() + k * ng);
+    for (int64_t t = 0; t < n; t += kTile) {
+      const int64_t te = std::min(n, t + kTile);
+      for (int64_t k = 0; k < m; ++k) fn(dec.data() + k * ng, nc, tok, t, te, y.row(t) + a + k, y.ld);
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
-                 int64_t r0, int64_t r1) {
+                 int64_t r0, int64_t r1, const MmqTokens* tok) {
   const int64_t in = w.in, qb = in / 32 * 36;
   if (q8) {
+    if (tok != nullptr && matmul_uses_mmq(w.type, n))
+      return matmul_rows_mmq(simd_mmq(w.type), mmq_decoder(w.type), w, *tok, n, y, r0, r1);
     if (RowsDotFn rows_dot = simd_rows_dot(w.type)) {
       constexpr int64_t kMax = 16;
       float tmp[kMax];

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/mmq.h"
 #include "kernels/quant/ggml_type.h"
 
 namespace ds4::cpu {
@@ -70,17 +71,34 @@ void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int
 struct MatmulScratch {
   std::vector<uint8_t> xq;
   std::vector<float> xqdq;  // FP8_QDQ: the QDQ'd activations [n, in]
+  std::vector<float> da;    // multi-token kernels: per-token chunk scales (MmqTokens layout)
+  std::vector<int16_t> hs;  // ... and half sums
+  std::vector<uint8_t> qt;  // ... and transposed codes
+  bool sums = false;        // da / hs filled by matmul_quantize_rows
 };
-/// Quantizes the n rows of x (length in, in % 32 == 0) to Q8_1 into s.xq (n * in/32 * 36 bytes).
+/// Sizes s for n tokens of length in (in % 32 == 0): s.xq for the Q8_1 rows and, with `sums`
+/// (the multi-token kernels will run), s.da / s.hs. Call before matmul_quantize_rows.
+void matmul_quantize_prepare(int64_t n, int64_t in, bool sums, MatmulScratch& s);
+/// Quantizes tokens [t0, t1) of x to Q8_1 into s.xq (in/32 * 36 bytes per token) and, when
+/// prepared with sums, fills their da / hs rows. Disjoint ranges may run concurrently.
+void matmul_quantize_rows(const F32Rows& x, int64_t in, MatmulScratch& s, int64_t t0, int64_t t1);
+/// Quantizes the n rows of x (length in, in % 32 == 0) to Q8_1 into s.xq (n * in/32 * 36 bytes),
+/// on the calling thread (prepare without sums + rows over [0, n)).
 void matmul_quantize(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s);
+/// The per-token view of s (prepared with sums, quantized) for the multi-token kernels.
+MmqTokens matmul_tokens(const MatmulScratch& s, int64_t in);
+/// True when matmul_rows takes the multi-token path for `type` with q8 activations and n tokens
+/// (a SIMD kernel is selected and n >= mmq_min_tokens(type)).
+bool matmul_uses_mmq(GgmlType type, int64_t n);
 /// Copies the n rows of x (length in, in % 128 == 0) into s.xqdq (packed [n, in]) and FP8 E4M3
 /// QDQs each row in 1x128 blocks (kernels/quant/act_qdq.h qdq_fp8_e4m3); returns the packed view.
 F32Rows matmul_qdq_fp8(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s);
 /// Rows [r0, r1) of y = W x for all n tokens: y.row(t)[r] = W[r] . x[t]. With `q8` the Q8_1 rows
 /// of matmul_quantize (dot_q8_1.h order), else the exact decode + dot_f32. y[t][r] depends only on
-/// W[r] and x[t].
+/// W[r] and x[t]: with `tok` (matmul_tokens; q8 only) and matmul_uses_mmq(w.type, n) each weight
+/// row is decoded once (kernels/cpu/mmq.h) and dotted with all n tokens, the same bits.
 void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
-                 int64_t r0, int64_t r1);
+                 int64_t r0, int64_t r1, const MmqTokens* tok = nullptr);
 
 // ---- embed_rows.cpp ------------------------------------------------------------------------
 /// out.row(t) = decoded row ids[t] of w if vocab0 <= ids[t] < vocab1, else +0, for t in [t0, t1).
@@ -113,6 +131,8 @@ HcMix hc_split_sinkhorn(const float* mixes, const float* scale, const float* bas
 /// hc_split_sinkhorn into a packed mix row [pre hc | post hc | comb hc*hc] (no allocation).
 void hc_split_sinkhorn_row(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
                            float* mix_row);
+/// 1 / sqrt(ss / n + norm_eps), ss = sum xf^2 ascending (the RMS factor of hc_mixes).
+float hc_norm_scale(const float* xf, int64_t n, float norm_eps);
 /// mixes[r] = dot_f32(fn[r, :], xf) * (1 / sqrt(ss / n + norm_eps)), ss = sum xf^2 ascending.
 void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes);
 /// y[d] = sum_j pre[j] * X[j, d], j ascending from 0 (X: [hc, dim]).
@@ -120,6 +140,10 @@ void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, floa
 /// One token of hc_pre: mix_row = [pre | post | comb] of hc_split_sinkhorn(hc_mixes(...)), y = hc_weighted_sum.
 void hc_pre_row(const float* x, const float* fn, const float* scale, const float* base, int hc, int64_t dim,
                 int iters, float hc_eps, float norm_eps, float* y, float* mix_row);
+/// hc_pre_row from dots[r] = dot_f32(fn[r, :], x) computed beforehand (r < (2 + hc) * hc; e.g.
+/// split over threads): the same bits as hc_pre_row.
+void hc_pre_finish_row(const float* x, const float* dots, const float* scale, const float* base, int hc, int64_t dim,
+                       int iters, float hc_eps, float norm_eps, float* y, float* mix_row);
 
 // ---- hc_post.cpp ---------------------------------------------------------------------------
 /// X'[k, d] = post[k]*f[d] + (sum_j comb[j*hc+k] * X[j, d], j ascending from 0); X [hc, dim] in place.

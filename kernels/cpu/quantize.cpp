@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ds4/result.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/cpu/quantize_search.h"
 #include "kernels/quant/deepseek_formats.h"
@@ -95,9 +96,17 @@ bool can_quantize(GgmlType type) {
   }
 }
 
+namespace avx2 {
+/// AVX2 + F16C block quantizer (quantize_q8_avx2.cpp): false for a non-finite block.
+bool quantize_block_q8_1(const float* x, uint8_t* dst);
+}  // namespace avx2
+
 void quantize_row_q8_1(const float* src, void* dst, int64_t n) {
   DS4_CHECK(n >= 0 && n % 32 == 0);
+  const bool simd = avx2_selected();  // the same bytes (tests/cpu_simd/test_mmq.cpp)
   for (int64_t i = 0; i < n / 32; ++i) {
+    if (simd && avx2::quantize_block_q8_1(src + 32 * i, static_cast<uint8_t*>(dst) + i * int64_t(sizeof(BlockQ8_1))))
+      continue;
     BlockQ8_1 b;
     quantize_block_q8_1(src + 32 * i, b);
     store(dst, i, b);
