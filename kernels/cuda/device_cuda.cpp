@@ -244,21 +244,21 @@ class CudaDevice final : public dev::Device {
     std::vector<float> h(span / 4 + 1);
     DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s)));
     DS4_CUDA_CHECK(cudaMemcpy(h.data(), ptr(t), span, cudaMemcpyDeviceToHost));
-    int64_t bad = 0;
+    int64_t bad = 0, first = -1;  // NaN count, first NaN's element index (row-major)
     for (uint64_t p = 0; p < planes; ++p)
       for (int64_t r = 0; r < t.ne1; ++r)
-        for (int64_t c = 0; c < t.ne0; ++c) {
-          const float v = h[(p * t.nb2 + static_cast<uint64_t>(r) * t.nb1) / 4 + c];
-          if (std::isnan(v) && bad < 4) std::fprintf(stderr, "  %s NaN at c=%lld r=%lld bits %08x\n", op, (long long)c, (long long)r, [&]{uint32_t u; std::memcpy(&u,&v,4); return u;}());
-          bad += std::isnan(v);
-        }
+        for (int64_t c = 0; c < t.ne0; ++c)
+          if (std::isnan(h[(p * t.nb2 + static_cast<uint64_t>(r) * t.nb1) / 4 + static_cast<uint64_t>(c)])) {
+            if (first < 0) first = (static_cast<int64_t>(p) * t.ne1 + r) * t.ne0 + c;
+            ++bad;
+          }
     static std::mutex mu;
     static std::map<std::string, int> seen;
     std::lock_guard<std::mutex> lock(mu);
     if (bad && seen[op]++ == 0)
-      std::fprintf(stderr, "ds4: CUDA backend: NaN check: %s: %lld NaN of [%lld, %lld, %lld] (op #%llu)\n", op,
-                   static_cast<long long>(bad), static_cast<long long>(t.ne0), static_cast<long long>(t.ne1),
-                   static_cast<long long>(t.ne2), static_cast<unsigned long long>(ops_seen_));
+      std::fprintf(stderr, "ds4: CUDA backend: NaN check: %s: %lld NaN of [%lld, %lld, %lld], first at %lld (op #%llu)\n",
+                   op, static_cast<long long>(bad), static_cast<long long>(t.ne0), static_cast<long long>(t.ne1),
+                   static_cast<long long>(t.ne2), static_cast<long long>(first), static_cast<unsigned long long>(ops_seen_));
     ++ops_seen_;
   }
   uint64_t ops_seen_ = 0;
