@@ -13,7 +13,7 @@
 #                written by `make-tiny`), as many layers as fit the card's free memory and the time left
 #                (at most DS4_SHAPE_MAX_LAYERS), then `bench -p 512 -n 64` on it: prefill and decode tok/s,
 #                weight GB/s read per decoded token (bench's tiers line) and the fraction of DS4_COPY_GBPS.
-# `gpu_check_model.sh compare ...` runs only the token/logit comparison (see compare_runs).
+# `gpu_check_model.sh compare ...` / `bench-summary MD` run only the comparison / the bench parsing.
 # Every step has its own timeout, capped by the shared deadline; a failing step writes FAIL and its log
 # path to the summary and the script goes on. Exit status: 0 when no step failed, 1 otherwise.
 #
@@ -211,7 +211,8 @@ print(f"decode {tg.group(1).strip()}: {tg.group(2)} tok/s" if tg else "decode: n
 if tiers and tg:
     bpt = sum(float(tiers.group(i)) for i in (2, 3, 4))
     gbps = bpt * float(tg.group(2)) / 1e9
-    frac = f"{gbps / copy:.3f} of the measured copy bandwidth {copy:.1f} GB/s" if copy > 0 else "copy bandwidth unknown"
+    frac = (f"{gbps / copy:.3f} of the measured device copy bandwidth {copy:.1f} GB/s (read + write bytes)"
+            if copy > 0 else "copy bandwidth unknown")
     print(f"weights read per decoded token: {bpt:.4g} B (device-resident {tiers.group(2)}, staged {tiers.group(3)}, host {tiers.group(4)})")
     print(f"weight read rate: {gbps:.1f} GB/s = {frac}")
 else:
@@ -225,7 +226,7 @@ do_shapes() {
   # One layer first: its file size is the per-layer bytes (vocab 512: embed/head are negligible),
   # its time the per-layer make-tiny cost.
   local s1 bytes1 n free_mib by_mem by_time left bench_t=150
-  s1=$(make_shape 1 200) || return
+  s1=$(make_shape 1 200) || { FAILED=1; return; }  # (its FAIL line is written; the flag is lost in $(...))
   bytes1=$(stat -c %s "$LOGDIR/shapes_1.gguf")
   (( s1 < 1 )) && s1=1
   left=$(( DEADLINE - $(date +%s) - bench_t - 20 ))
@@ -249,7 +250,9 @@ do_shapes() {
 }
 
 # `gpu_check_model.sh compare LABEL TEXT_A TEXT_B LOGITS_A LOGITS_B NPOS` runs only the comparison.
+# `gpu_check_model.sh bench-summary MD` prints only the bench figures of a `bench -o md` output.
 if [[ "${1:-}" == compare ]]; then shift; compare_runs "$@"; exit $?; fi
+if [[ "${1:-}" == bench-summary ]]; then bench_summary "$2"; exit $?; fi
 for s in build conformance tiny shapes; do
   if has_step "$s"; then say "step $s"; "do_$s"; fi
 done
