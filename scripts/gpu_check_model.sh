@@ -225,7 +225,7 @@ do_shapes() {
   if [[ ! -x "$DS4" ]]; then fail "shapes" "$LOGDIR/build_model.log" "ds4-offload not built"; return; fi
   # One layer first: its file size is the per-layer bytes (vocab 512: embed/head are negligible),
   # its time the per-layer make-tiny cost.
-  local s1 bytes1 n free_mib by_mem by_time left bench_t=150
+  local s1 bytes1 n free_mib by_mem by_time by_ram left bench_t=150
   s1=$(make_shape 1 200) || { FAILED=1; return; }  # (its FAIL line is written; the flag is lost in $(...))
   bytes1=$(stat -c %s "$LOGDIR/shapes_1.gguf")
   (( s1 < 1 )) && s1=1
@@ -237,9 +237,12 @@ do_shapes() {
     [[ "$free_mib" =~ ^[0-9]+$ ]] || free_mib=0
     # Keep 15% + 2 GiB of the free memory for the workspace, KV state and the CUDA context.
     by_mem=$(( (free_mib * 1048576 * 85 / 100 - 2147483648) / bytes1 ))
-    n=$by_mem; (( n > by_time )) && n=$by_time; (( n > MAX_LAYERS )) && n=$MAX_LAYERS; (( n < 1 )) && n=1
+    # make-tiny holds the whole file plus one F32 expert stack (256 x 2048 x 4096 x 4 B = 8 GiB) in RAM.
+    by_ram=$(( ($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024 * 80 / 100 - 9 * 1073741824) / bytes1 ))
+    n=$by_mem; (( n > by_time )) && n=$by_time; (( n > by_ram )) && n=$by_ram
+    (( n > MAX_LAYERS )) && n=$MAX_LAYERS; (( n < 1 )) && n=1
   fi
-  sum "per layer: $(( bytes1 / 1048576 )) MiB, make-tiny ${s1} s; layers: $n (fit by free memory ${free_mib:-?} MiB: $by_mem, by time: $by_time, max $MAX_LAYERS)"
+  sum "per layer: $(( bytes1 / 1048576 )) MiB, make-tiny ${s1} s; layers: $n (fit by free GPU memory ${free_mib:-?} MiB: $by_mem, by time left: $by_time, by host RAM: ${by_ram:-?}, max $MAX_LAYERS)"
   if (( n > 1 )); then make_shape "$n" $(( left + 20 )) > /dev/null || return; fi
   local md="$LOGDIR/bench_shapes_$n.md"
   # shellcheck disable=SC2086  # SHAPE_BENCH_ARGS is a list of words
