@@ -26,6 +26,9 @@
 #   DS4_CHECK_BACKENDS the two backends compared (default "cuda cpu"; "cpu cpu" tests the script without a GPU)
 #   DS4_SHAPE_BACKEND  bench backend (default cuda)           DS4_SHAPE_BENCH_ARGS (default "-p 512 -n 64 -r 2")
 #   DS4_SHAPE_LAYERS   force the layer count                  DS4_SHAPE_MAX_LAYERS (default 8)
+#   DS4_SHAPE_EXPERTS  make-tiny --experts for the synthetic model (default mxfp4; '' = the public Q2
+#                      mix IQ2_XXS/Q2_K, whose encoders are too slow for 10 minutes: measured ~1 M (Q2_K)
+#                      and ~0.45 M (IQ2_XXS) weights/s per thread, and one layer has 6.4 G expert weights)
 #   DS4_LOGIT_TOL      max |logit difference| accepted (default 1e-2)   DS4_JOBS build jobs (default nproc)
 # shellcheck disable=SC2317  # the do_* steps are called indirectly ("do_$s")
 set -u -o pipefail
@@ -42,6 +45,7 @@ read -r BACK_A BACK_B <<< "${DS4_CHECK_BACKENDS:-cuda cpu}"
 SHAPE_BACKEND="${DS4_SHAPE_BACKEND:-cuda}"
 SHAPE_BENCH_ARGS="${DS4_SHAPE_BENCH_ARGS:--p 512 -n 64 -r 2}"
 MAX_LAYERS="${DS4_SHAPE_MAX_LAYERS:-8}"
+SHAPE_EXPERTS="${DS4_SHAPE_EXPERTS-mxfp4}"
 LOGIT_TOL="${DS4_LOGIT_TOL:-1e-2}"
 JOBS="${DS4_JOBS:-$(nproc 2>/dev/null || echo 4)}"
 DS4="$BUILD/engine/ds4-offload"
@@ -190,11 +194,13 @@ PY
 make_shape() {
   local n="$1" t0 j="$LOGDIR/shapes_$1.json" g="$LOGDIR/shapes_$1.gguf"
   shape_config "$n" "$j.new" || return 1
-  if [[ -s "$g" && -s "$g.secs" ]] && cmp -s "$j" "$j.new"; then
+  if [[ -s "$g" && -s "$g.secs" && "$(cat "$g.experts" 2> /dev/null)" == "$SHAPE_EXPERTS" ]] && cmp -s "$j" "$j.new"; then
     rm -f "$j.new"; say "reusing $g"; cat "$g.secs"; return 0
   fi
-  mv "$j.new" "$j"; rm -f "$g" "$g.secs"; t0=$(date +%s)
-  step "make-tiny $n layers" "$2" "$LOGDIR/make_tiny_$n.log" "$DS4" make-tiny -o "$g" --config "$j" || return 1
+  mv "$j.new" "$j"; rm -f "$g" "$g.secs" "$g.experts"; t0=$(date +%s)
+  local ex=(); [[ -n "$SHAPE_EXPERTS" ]] && ex=(--experts "$SHAPE_EXPERTS")
+  step "make-tiny $n layers" "$2" "$LOGDIR/make_tiny_$n.log" "$DS4" make-tiny -o "$g" --config "$j" "${ex[@]}" || return 1
+  echo "$SHAPE_EXPERTS" > "$g.experts"
   echo $(( $(date +%s) - t0 )) | tee "$g.secs"
 }
 
@@ -221,7 +227,7 @@ PY
 }
 
 do_shapes() {
-  sum ""; sum "== synthetic DeepSeek-V4-Flash-shaped model (dim 4096, 256 experts top-6, 1 shared, ff 2048, IQ2_XXS/Q2_K experts) =="
+  sum ""; sum "== synthetic DeepSeek-V4-Flash-shaped model (dim 4096, 256 experts top-6, 1 shared, ff 2048; experts ${SHAPE_EXPERTS:-IQ2_XXS/Q2_K}) =="
   if [[ ! -x "$DS4" ]]; then fail "shapes" "$LOGDIR/build_model.log" "ds4-offload not built"; return; fi
   # One layer first: its file size is the per-layer bytes (vocab 512: embed/head are negligible),
   # its time the per-layer make-tiny cost.
