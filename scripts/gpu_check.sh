@@ -5,9 +5,16 @@
 #   2. configures and builds build-gpu/ for it (CUDA on, benchmarks on), only the targets needed:
 #      every test labelled `gpu`, the CUDA host-side unit tests, bench_kernels_cuda,
 #   3. runs every `gpu` ctest and the kernel benchmarks,
-#   4. writes gpu-check-summary.txt (repo root, or $DS4_GPU_SUMMARY): GPU, arch, commit, build
-#      time, each test's result, and per benchmark the weight GB/s and fraction of copy bandwidth.
-# Exit status: 0 when every gpu test passed, 1 otherwise (2: no GPU / build failure).
+#   4. runs scripts/gpu_check_model.sh (each step under its own timeout, all within the 10 minutes
+#      counted from the start): builds ds4-offload + device_conformance_test and runs the latter,
+#      compares the tiny fixture model's tokens and logits on --backend cuda vs cpu (experts
+#      resident and --experts-tier host), and benches a synthetic model of DeepSeek-V4-Flash's
+#      layer shapes (as many layers as fit the card) against the copy bandwidth measured in 3,
+#   5. writes gpu-check-summary.txt (repo root, or $DS4_GPU_SUMMARY): GPU, arch, commit, build
+#      time, each test's result, per benchmark the weight GB/s and fraction of copy bandwidth, and
+#      every result of step 4 (a failed step: FAIL and its log path).
+# Exit status: 0 when every gpu test and model step passed, 1 otherwise (2: no GPU / build failure).
+# DS4_GPU_CHECK_BUDGET: seconds for the whole check (default 600).
 # Usage: scripts/gpu_check.sh [extra cmake args...]
 set -u -o pipefail
 
@@ -17,6 +24,7 @@ SUMMARY="${DS4_GPU_SUMMARY:-$ROOT/gpu-check-summary.txt}"
 JOBS="$(nproc 2>/dev/null || echo 4)"
 LOGDIR="$BUILD/gpu-check-logs"
 T0=$(date +%s)
+DEADLINE=$(( T0 + ${DS4_GPU_CHECK_BUDGET:-600} ))
 
 say() { echo "gpu_check: $*"; }
 
@@ -67,9 +75,9 @@ echo "build: $(( $(date +%s) - B0 )) s for ${#TARGETS[@]} targets" >> "$SUMMARY"
 
 # ---- 3a. tests -----------------------------------------------------------------------------------
 say "running gpu tests: ${GPU_TESTS[*]}"
-(cd "$BUILD" && timeout 420 ctest -L gpu --output-on-failure --timeout 400 -j 1) > "$LOGDIR/ctest.log" 2>&1
+(cd "$BUILD" && timeout 240 ctest -L gpu --output-on-failure --timeout 200 -j 1) > "$LOGDIR/ctest.log" 2>&1
 # The unit-labelled CUDA host tests are not in -L gpu; run them explicitly.
-(cd "$BUILD" && timeout 120 ctest -R '^(cuda_host_helpers_test|cuda_chunk_decode_host_test|cuda_kernel_host_sim_test)$' --output-on-failure) \
+(cd "$BUILD" && timeout 60 ctest -R '^(cuda_host_helpers_test|cuda_chunk_decode_host_test|cuda_kernel_host_sim_test)$' --output-on-failure) \
     > "$LOGDIR/ctest_unit.log" 2>&1
 TEST_FAIL=0
 {
@@ -92,7 +100,7 @@ fi
 # ---- 3b. benchmarks ------------------------------------------------------------------------------
 say "running kernel benchmarks"
 BENCH_JSON="$LOGDIR/bench_kernels_cuda.json"
-timeout 240 "$BUILD/bench/bench_kernels_cuda" --benchmark_min_time=0.1 \
+timeout 120 "$BUILD/bench/bench_kernels_cuda" --benchmark_min_time=0.1 \
     --benchmark_out="$BENCH_JSON" --benchmark_out_format=json > "$LOGDIR/bench.log" 2>&1
 BENCH_RC=$?
 {
@@ -113,12 +121,22 @@ else
   tail -70 "$LOGDIR/bench.log" >> "$SUMMARY"
 fi
 
-# ---- 4. verdict ----------------------------------------------------------------------------------
+# ---- 4. model-level checks (scripts/gpu_check_model.sh) ------------------------------------------
+COPY_GBPS="$(sed -n 's/.*measured device copy bandwidth \([0-9.]*\) GB\/s.*/\1/p' "$LOGDIR/bench.log" | head -1)"
+say "running model checks (copy bandwidth ${COPY_GBPS:-unknown} GB/s, $(( DEADLINE - $(date +%s) )) s left)"
+DS4_GPU_BUILD_DIR="$BUILD" DS4_GPU_SUMMARY="$SUMMARY" DS4_GPU_LOGDIR="$LOGDIR" DS4_COPY_GBPS="$COPY_GBPS" \
+  DS4_CHECK_DEADLINE="$DEADLINE" DS4_JOBS="$JOBS" DS4_FIXTURES="${DS4_FIXTURES:-$ROOT/../shared/fixtures}" \
+  bash "$ROOT/scripts/gpu_check_model.sh"
+MODEL_FAIL=$?
+
+# ---- 5. verdict ----------------------------------------------------------------------------------
 {
   echo
   echo "total: $(( $(date +%s) - T0 )) s; logs in $LOGDIR"
   if [[ $TEST_FAIL -eq 0 ]]; then echo "RESULT: all gpu tests PASSED"; else echo "RESULT: gpu tests FAILED or SKIPPED (see above)"; fi
+  if [[ $MODEL_FAIL -eq 0 ]]; then echo "RESULT: model checks PASSED"; else echo "RESULT: model checks FAILED (FAIL lines above)"; fi
 } >> "$SUMMARY"
 say "summary written to $SUMMARY"
 cat "$SUMMARY"
-exit $TEST_FAIL
+(( TEST_FAIL || MODEL_FAIL )) && exit 1
+exit 0
