@@ -2,7 +2,7 @@
 //   convert -m SRC --to nvfp4 -o DIR [--prompts F [-c N] [-t N]]
 //                                        lossless FP4 -> NVFP4 (ModelOpt layout) cast of the experts;
 //                                        with --prompts, input_scale calibrated (nvfp4_calibration.h)
-//   convert -m SRC --to gguf -o FILE [--experts mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
+//   convert -m SRC --to gguf -o FILE [--experts keep|mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
 //   convert --audit A B                  compare two checkpoints tensor by tensor after decoding
 // (engine/checkpoint_convert.h has the definitions.)
 #include <dirent.h>
