@@ -269,6 +269,19 @@ Result<AuditReport> audit_checkpoints(const std::string& a, const std::string& b
   }
   for (const auto& u : B.tensors())
     if (!A.find(u.name)) r.only_in_b.push_back(u.name);
+  // The views bind NVFP4 input_scale (activation calibration) but carry no tensor for it.
+  for (const auto& [side, path] : {std::pair<const char*, const std::string*>{"A", &a}, {"B", &b}}) {
+    if (!gguf::is_safetensors_path(*path)) continue;
+    DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(*path));
+    int n = 0;
+    for (const auto& t : ck.tensors()) {
+      const std::string_view suf = ".input_scale";
+      n += t.name.size() >= suf.size() && t.name.compare(t.name.size() - suf.size(), suf.size(), suf) == 0;
+    }
+    if (n)
+      r.not_compared.push_back(std::string(side) + ": " + std::to_string(n) +
+                               " input_scale tensors (activation scales; the decoded view carries no tensor for them)");
+  }
   return r;
 }
 

@@ -53,6 +53,9 @@ struct AuditReport {
   uint64_t elements = 0, elements_exact = 0;
   std::vector<std::string> only_in_a, only_in_b;
   std::vector<std::string> differences;  // first differing element per differing tensor (up to 20)
+  /// Source tensors not compared, one line per side and kind ("A: 288 input_scale tensors ..."):
+  /// a safetensors folder's `.input_scale` scalars, which the bound view does not carry.
+  std::vector<std::string> not_compared;
 };
 
 /// Opens `a` and `b` (GGUF files or safetensors folders, as the engine binds them: llama.cpp

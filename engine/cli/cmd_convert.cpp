@@ -195,6 +195,7 @@ int run() {
     for (const auto& d : r->differences) std::printf("  differs: %s\n", d.c_str());
     for (const auto& n : r->only_in_a) std::printf("  only in A: %s\n", n.c_str());
     for (const auto& n : r->only_in_b) std::printf("  only in B: %s\n", n.c_str());
+    for (const auto& n : r->not_compared) std::printf("  not compared: %s\n", n.c_str());
     return r->identical == r->tensors && r->only_in_a.empty() && r->only_in_b.empty() ? 0 : 2;
   }
   if (args.model.empty() || args.out.empty() || args.to.empty()) return fail(cmd, "expected -m SRC --to nvfp4|gguf -o OUT, or --audit A B");

@@ -619,6 +619,21 @@ TEST_F(Cli, ConvertOutputRules) {
   EXPECT_TRUE(fs::exists(dir_ / "empty" / "model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(dir_ / "empty" / "config.json"));
   for (const auto& n : names_in(dir_)) EXPECT_EQ(n.find(".tmp."), std::string::npos) << n;
+  // audit says how many input_scale tensors it did not compare (counted here from the index).
+  int n_is = 0;
+  {
+    std::ifstream ij(dir_ / "empty" / "model.safetensors.index.json");
+    const nlohmann::json idx = nlohmann::json::parse(ij);
+    for (auto it = idx.at("weight_map").begin(); it != idx.at("weight_map").end(); ++it) {
+      const std::string k = it.key();
+      n_is += k.size() > 12 && k.compare(k.size() - 12, 12, ".input_scale") == 0;
+    }
+  }
+  ASSERT_GT(n_is, 0);
+  auto au = sh("convert --audit '" + src.string() + "' '" + (dir_ / "empty").string() + "'");
+  EXPECT_EQ(au.code, 0) << au.text;
+  EXPECT_NE(au.text.find("not compared: B: " + std::to_string(n_is) + " input_scale tensors"), std::string::npos) << au.text;
+  EXPECT_EQ(au.text.find("not compared: A:"), std::string::npos) << au.text;
   // Options that do not apply are refused by name.
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--to gguf --prompts p.txt -o '" + (dir_ / "y.gguf").string() + "'", "--prompts applies only"},
