@@ -668,5 +668,18 @@ TEST_F(Cli, ConvertGgufKeepsExpertTypesByDefault) {
   EXPECT_NE(fs::file_size(mx), fs::file_size(q8));
 }
 
+// convert --prompts has no --activations option: its load line must not cite one.
+TEST_F(Cli, ConvertCalibrationNamesNoActivationsOption) {
+  const fs::path src = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(src / "model.safetensors.index.json")) GTEST_SKIP() << "no safetensors fixture";
+  write(dir_ / "ids.txt", "1 2 3 4 5\n");
+  auto r = sh("convert -m '" + src.string() + "' --to nvfp4 --prompts '" + (dir_ / "ids.txt").string() +
+              "' --prompt-ids -c 8 -o '" + (dir_ / "cal").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_NE(r.text.find("convert: activations: f32 ("), std::string::npos) << r.text;
+  EXPECT_EQ(r.text.find("--activations"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("calibrated on 1 prompts"), std::string::npos) << r.text;
+}
+
 }  // namespace
 }  // namespace ds4
