@@ -269,37 +269,65 @@ Result<AuditReport> audit_checkpoints(const std::string& a, const std::string& b
   }
   for (const auto& u : B.tensors())
     if (!A.find(u.name)) r.only_in_b.push_back(u.name);
+  // The views bind NVFP4 input_scale (activation calibration) but carry no tensor for it.
+  for (const auto& [side, path] : {std::pair<const char*, const std::string*>{"A", &a}, {"B", &b}}) {
+    if (!gguf::is_safetensors_path(*path)) continue;
+    DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(*path));
+    int n = 0;
+    for (const auto& t : ck.tensors()) {
+      const std::string_view suf = ".input_scale";
+      n += t.name.size() >= suf.size() && t.name.compare(t.name.size() - suf.size(), suf.size(), suf) == 0;
+    }
+    if (n)
+      r.not_compared.push_back(std::string(side) + ": " + std::to_string(n) +
+                               " input_scale tensors (activation scales; the decoded view carries no tensor for them)");
+  }
   return r;
 }
 
 Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out, const GgufConvertOptions& o,
                                  const std::function<void(const std::string&)>& progress) {
-  const GgmlTypeGeometry* et = ggml_type_by_name(o.experts);
+  const bool lazy = gguf::is_safetensors_path(src);
+  // Empty --experts: a safetensors (FP4) source becomes MXFP4 (lossless), a GGUF source keeps each
+  // expert tensor's type (bytes copied), so no default silently re-quantizes an IQ2_XXS/Q2_K model.
+  const std::string experts = !o.experts.empty() ? o.experts : lazy ? std::string("mxfp4") : std::string("keep");
+  const bool keep = experts == "keep";
+  const GgmlTypeGeometry* et = keep ? nullptr : ggml_type_by_name(experts);
   const std::set<std::string> expert_types = {"mxfp4", "q8_0", "q2_k", "iq2_xxs", "iq1_m"};
-  if (!et || !expert_types.count(std::string(o.experts)))
-    return Error{"--experts '" + o.experts + "': expected one of mxfp4, q8_0, q2_k, iq2_xxs, iq1_m"};
+  if (!keep && (!et || !expert_types.count(experts)))
+    return Error{"--experts '" + experts + "': expected one of keep, mxfp4, q8_0, q2_k, iq2_xxs, iq1_m"};
   if (o.dense != "f32" && o.dense != "bf16") return Error{"--dense '" + o.dense + "': expected f32 or bf16"};
   // Streaming: a safetensors folder is bound lazily (each repack runs when its tensor is written),
   // a GGUF is mapped; every output tensor is produced into the writer's one buffer while the file
   // is written, and the source pages it read are dropped after it (peak RSS ~ the largest tensor).
   std::map<std::string, TensorFill> fills;
-  const bool lazy = gguf::is_safetensors_path(src);
   gguf::OpenOptions oo;
   DS4_TRY(gguf::GgufModel v, lazy ? open_official_checkpoint_lazy(src, &fills) : open_model_file(src, oo));
   DS4_TRY(int64_t n_layer, v.metadata().get_int("deepseek4.block_count"));
   // Every routed-expert row must be a whole number of the target type's blocks (Q2_K/IQ2_XXS/IQ1_M
   // take 256 elements per block): refused before any work, naming the tensor and both sizes.
   for (const auto& t : v.tensors())
-    if (t.name.find("_exps.weight") != std::string::npos && t.ne[0] % int64_t(et->block_elems) != 0)
+    if (!keep && t.name.find("_exps.weight") != std::string::npos && t.ne[0] % int64_t(et->block_elems) != 0)
       return Error{src + ": tensor '" + t.name + "' rows have " + std::to_string(t.ne[0]) + " elements; --experts " +
-                   o.experts + " needs a multiple of its block of " + std::to_string(et->block_elems) +
+                   experts + " needs a multiple of its block of " + std::to_string(et->block_elems) +
                    " (choose mxfp4 or q8_0, 32-element blocks)"};
   gguf::GgufWriter w;
   for (const auto& [k, val] : v.metadata().entries()) {
     if (k == "deepseek4.nextn_predict_layers") continue;  // the MTP block is not written
     w.metadata().set(k, val);
   }
-  if (o.experts == "mxfp4") w.metadata().set("general.file_type", gguf::Value::make_u32(38));  // llama.cpp MOSTLY_MXFP4
+  // Experts that change type (a GGUF source given --experts): said once, before any work; an MXFP4
+  // target is also checked row by row below and its inexact rows reported.
+  if (!keep && !lazy && progress) {
+    std::map<std::string, int> changed;  // source type -> tensors
+    for (const auto& t : v.tensors())
+      if (t.name.find("_exps.weight") != std::string::npos && t.type != et->id) ++changed[std::string(ggml_type_name(t.type))];
+    for (const auto& [ty, n] : changed)
+      progress("note: --experts " + experts + " re-quantizes " + std::to_string(n) + " " + ty +
+               " expert tensors: lossy unless every value is exact in " + experts +
+               (experts == "mxfp4" ? " (checked below)" : "") + "; omit --experts to keep the source's types");
+  }
+  if (experts == "mxfp4") w.metadata().set("general.file_type", gguf::Value::make_u32(38));  // llama.cpp MOSTLY_MXFP4
   // The source bytes of view tensor `t`: in place (mmap) or produced by its lazy fill into `tmp`.
   auto source = [&fills](const gguf::TensorInfo& t, std::vector<uint8_t>& tmp) -> Result<const uint8_t*> {
     const auto f = fills.find(t.name);
@@ -324,7 +352,7 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
     const bool expert = t.name.find("_exps.weight") != std::string::npos;
     GgmlType want = ty;
-    if (expert) want = static_cast<GgmlType>(et->id);
+    if (expert) want = keep ? ty : static_cast<GgmlType>(et->id);
     else if (ty == GgmlType::F8_E4M3_R128 || ty == GgmlType::BF16 || ty == GgmlType::F16)
       want = o.dense == "bf16" ? GgmlType::BF16 : GgmlType::F32;
     const gguf::TensorInfo* tp = &t;

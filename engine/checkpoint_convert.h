@@ -53,6 +53,9 @@ struct AuditReport {
   uint64_t elements = 0, elements_exact = 0;
   std::vector<std::string> only_in_a, only_in_b;
   std::vector<std::string> differences;  // first differing element per differing tensor (up to 20)
+  /// Source tensors not compared, one line per side and kind ("A: 288 input_scale tensors ..."):
+  /// a safetensors folder's `.input_scale` scalars, which the bound view does not carry.
+  std::vector<std::string> not_compared;
 };
 
 /// Opens `a` and `b` (GGUF files or safetensors folders, as the engine binds them: llama.cpp
@@ -61,14 +64,17 @@ Result<AuditReport> audit_checkpoints(const std::string& a, const std::string& b
 
 /// Options of `convert --to gguf`.
 struct GgufConvertOptions {
-  std::string experts = "mxfp4";  // mxfp4 (lossless from FP4), q8_0, q2_k, iq2_xxs, iq1_m
+  /// keep (copy each expert tensor's type), mxfp4 (lossless from FP4), q8_0, q2_k, iq2_xxs, iq1_m;
+  /// empty = mxfp4 for a safetensors source, keep for a GGUF source.
+  std::string experts;
   std::string dense = "f32";      // FP8 / BF16 dense tensors: f32 (lossless) or bf16 (checked lossless)
   int threads = 0;
 };
 
 /// Writes `src` (a safetensors folder or GGUF) as a llama.cpp `deepseek4` GGUF at `out`: the
 /// metadata keys and tensor names of the bound view; main layers only (no MTP, as upstream's
-/// converter variant that skips mtp.*); FP8 dense -> `dense`; experts as `experts` (MXFP4 bytes
+/// converter variant that skips mtp.*); FP8 dense -> `dense`; experts as `experts` (see its
+/// default; `progress` gets a "note: ... lossy" line per source type a GGUF source changes; MXFP4 bytes
 /// copied when the source is FP4; otherwise decoded and quantized with kernels/cpu quantize_row,
 /// and for an MXFP4 target every row decoded back: rows that differ are reported through
 /// `progress` as lossy). Streaming: a folder is bound lazily (open_official_checkpoint_lazy), a

@@ -70,7 +70,8 @@ Result<Activations> parse_activations(const std::string& s) {
 Result<Activations> resolve_activations(const std::string& s, const char* command, std::string* why) {
   DS4_TRY(Activations a, parse_activations(s));
   if (s != "auto") {
-    if (why) *why = "as given by --activations";
+    // convert has no --activations: its calibration always runs FP32 activations.
+    if (why) *why = std::string(command) == "convert" ? "convert calibrates with exactly decoded weights" : "as given by --activations";
     return a;
   }
   const std::string c = command;

@@ -2,13 +2,20 @@
 //   convert -m SRC --to nvfp4 -o DIR [--prompts F [-c N] [-t N]]
 //                                        lossless FP4 -> NVFP4 (ModelOpt layout) cast of the experts;
 //                                        with --prompts, input_scale calibrated (nvfp4_calibration.h)
-//   convert -m SRC --to gguf -o FILE [--experts mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
+//   convert -m SRC --to gguf -o FILE [--experts keep|mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
 //   convert --audit A B                  compare two checkpoints tensor by tensor after decoding
 // (engine/checkpoint_convert.h has the definitions.)
-#include <cstdio>
-#include <filesystem>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "engine/checkpoint_convert.h"
 #include "engine/cli/cli_common.h"
@@ -31,6 +38,75 @@ struct ConvertArgs {
 };
 ConvertArgs args;
 
+// Temporary output removed on SIGINT/SIGTERM: one path, copied into a fixed buffer before the
+// handler is installed, so the handler only calls async-signal-safe functions (open, getdents64,
+// unlinkat, close, rmdir, unlink, signal, raise). A folder is emptied one level deep (the NVFP4
+// output is flat) and removed; then the signal is re-raised with its default action.
+char g_tmp_path[4096];
+volatile sig_atomic_t g_tmp_is_dir = 0;
+
+extern "C" void remove_tmp_on_signal(int sig) {
+  if (g_tmp_path[0]) {
+    if (g_tmp_is_dir) {
+      const int fd = ::open(g_tmp_path, O_RDONLY | O_DIRECTORY);
+      if (fd >= 0) {
+        alignas(8) char buf[4096];
+        long n;
+        while ((n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+          for (long off = 0; off < n;) {
+            const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
+            const char* nm = d->d_name;
+            if (!(nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))) ::unlinkat(fd, nm, 0);
+            off += d->d_reclen;
+          }
+        }
+        ::close(fd);
+      }
+      ::rmdir(g_tmp_path);
+    } else {
+      ::unlink(g_tmp_path);
+    }
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+/// Registers `path` (a file, or a flat folder when `dir`) for removal on SIGINT/SIGTERM while it
+/// lives; the destructor restores the default actions. One at a time (convert writes one output).
+class RemoveOnSignal {
+ public:
+  RemoveOnSignal(const std::string& path, bool dir) {
+    std::snprintf(g_tmp_path, sizeof g_tmp_path, "%s", path.c_str());
+    g_tmp_is_dir = dir;
+    std::signal(SIGINT, remove_tmp_on_signal);
+    std::signal(SIGTERM, remove_tmp_on_signal);
+  }
+  RemoveOnSignal(const RemoveOnSignal&) = delete;
+  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
+  ~RemoveOnSignal() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    g_tmp_path[0] = 0;
+  }
+};
+
+/// Error unless `out` is absent or an empty folder, and its parent folder exists (both targets
+/// create only the last path component). `what` names the option.
+Result<void> check_new_output(const std::string& out, bool folder, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(out);
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) return Error{what + " '" + out + "': the folder '" + parent.string() + "' does not exist"};
+  if (!folder) return ok();
+  if (!fs::exists(p, ec)) return ok();
+  if (!fs::is_directory(p, ec)) return Error{what + " '" + out + "': expected a new or empty folder, found a file"};
+  size_t n = 0;
+  for (auto it = fs::directory_iterator(p, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
+  if (n) return Error{what + " '" + out + "': expected a new or empty folder, found " + std::to_string(n) + " entries"};
+  return ok();
+}
+
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("convert", "Convert a checkpoint (FP4 -> NVFP4 lossless cast, or to a llama.cpp GGUF), or audit two");
   s->add_option("-m,--model", args.model, "Source: DeepSeek safetensors folder (or, for --to gguf, any model the engine reads)");
@@ -45,7 +121,8 @@ CLI::App* setup(CLI::App& app) {
   s->add_flag("--prompt-ids", args.prompt_ids,
               "nvfp4 --prompts: each line is whitespace-separated token ids (for a checkpoint without tokenizer.json)");
   s->add_option("-t,--threads", args.threads, "nvfp4 --prompts: threads (0 = all)")->capture_default_str();
-  s->add_option("--experts", args.gguf.experts, "gguf: routed-expert type (mxfp4 = lossless from FP4)")->capture_default_str();
+  s->add_option("--experts", args.gguf.experts, "gguf: routed-expert type: keep, mxfp4, q8_0, q2_k, iq2_xxs, iq1_m (default: mxfp4 for a safetensors "
+                "FP4 source, lossless; keep = each tensor's own type for a GGUF source; a change of type prints a note, lossy)");
   s->add_option("--dense", args.gguf.dense, "gguf: FP8/BF16 dense tensors as f32 (lossless) or bf16 (checked lossless)")
       ->capture_default_str();
   s->add_option("--audit", args.audit, "Compare checkpoints A and B (GGUF or folders) after decoding")->expected(2);
@@ -118,11 +195,22 @@ int run() {
     for (const auto& d : r->differences) std::printf("  differs: %s\n", d.c_str());
     for (const auto& n : r->only_in_a) std::printf("  only in A: %s\n", n.c_str());
     for (const auto& n : r->only_in_b) std::printf("  only in B: %s\n", n.c_str());
+    for (const auto& n : r->not_compared) std::printf("  not compared: %s\n", n.c_str());
     return r->identical == r->tensors && r->only_in_a.empty() && r->only_in_b.empty() ? 0 : 2;
   }
   if (args.model.empty() || args.out.empty() || args.to.empty()) return fail(cmd, "expected -m SRC --to nvfp4|gguf -o OUT, or --audit A B");
-  auto progress = [](const std::string& s) { std::fprintf(stderr, "convert: %s\n", s.c_str()); };
+  // Test hook: DS4_TEST_CONVERT_STALL set = stop (sleep until a signal) after the first progress
+  // line, with the temporary output partly written (tests/frontend/cli_test.cpp interrupts it there).
+  static const bool stall = std::getenv("DS4_TEST_CONVERT_STALL") != nullptr;
+  auto progress = [](const std::string& s) {
+    std::fprintf(stderr, "convert: %s\n", s.c_str());
+    if (stall && s.find("note:") == std::string::npos)
+      for (;;) ::pause();
+  };
+  if (args.prompt_ids && args.prompts.empty()) return fail(cmd, "--prompt-ids applies only with --prompts");
   if (args.to == "nvfp4") {
+    if (!args.gguf.experts.empty()) return fail(cmd, "--experts applies only to --to gguf (NVFP4 casts the FP4 experts)");
+    if (auto c = check_new_output(args.out, /*folder=*/true, "-o/--output"); !c) return fail(cmd, c.error().message);
     std::map<std::string, float> scales;
     if (args.prompts.empty()) {
       std::fprintf(stderr, "convert: input_scale = 1.0 for every expert (no --prompts; W4A16/W4A8 kernels ignore it)\n");
@@ -131,7 +219,23 @@ int run() {
       if (!c) return fail(cmd, c.error().message);
       scales = std::move(c.value());
     }
-    auto r = cast_checkpoint_to_nvfp4(args.model, args.out, progress, scales);
+    // Written under a sibling temporary name and renamed at the end: an error, Ctrl-C or SIGTERM
+    // leaves no partial folder under the final name.
+    namespace fs = std::filesystem;
+    const std::string tmp = args.out + ".tmp." + std::to_string(::getpid());
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    Result<Nvfp4CastReport> r = Error{""};
+    {
+      RemoveOnSignal guard(tmp, /*dir=*/true);
+      r = cast_checkpoint_to_nvfp4(args.model, tmp, progress, scales);
+      if (r) {
+        fs::remove(args.out, ec);  // an empty folder (checked above), or absent
+        if (std::rename(tmp.c_str(), args.out.c_str()) != 0)
+          r = Error{"-o/--output '" + args.out + "': cannot rename the finished folder into place (" + std::strerror(errno) + ")"};
+      }
+      if (!r) fs::remove_all(tmp, ec);
+    }
     if (!r) return fail(cmd, r.error().message);
     std::printf("convert: %s -> %s (NVFP4, ModelOpt layout): %d expert matrices cast, %d tensors copied byte-identically; "
                 "blocks bit-exact %llu / %llu (%.2f %%); %llu E2M1 -0 nibbles written as +0; widest scale range %d octaves "
@@ -142,6 +246,7 @@ int run() {
     return 0;
   }
   if (args.to == "gguf") {
+    if (!args.prompts.empty()) return fail(cmd, "--prompts applies only to --to nvfp4 (input_scale calibration)");
     // The output must not be one of the source's files (a shard of a folder included): writing it
     // would destroy the checkpoint while it is memory-mapped.
     std::vector<std::string> inputs{args.model};
@@ -150,10 +255,18 @@ int run() {
       for (const auto& e : std::filesystem::directory_iterator(args.model, ec))
         if (e.is_regular_file(ec)) inputs.push_back(e.path().string());
     if (auto c = check_output_not_input(args.out, "-o/--output", inputs); !c) return fail(cmd, c.error().message);
-    auto r = convert_to_gguf(args.model, args.out, args.gguf, progress);
+    if (auto c = check_new_output(args.out, /*folder=*/false, "-o/--output"); !c) return fail(cmd, c.error().message);
+    Result<uint64_t> r = Error{""};
+    {
+      // GgufWriter::write's temporary file (gguf_writer.cpp: "<out>.tmp.<pid>"), removed on a signal.
+      RemoveOnSignal guard(args.out + ".tmp." + std::to_string(::getpid()), /*dir=*/false);
+      r = convert_to_gguf(args.model, args.out, args.gguf, progress);
+    }
     if (!r) return fail(cmd, r.error().message);
+    const std::string et = !args.gguf.experts.empty() ? args.gguf.experts
+                           : gguf::is_safetensors_path(args.model) ? "mxfp4" : "kept";
     std::printf("convert: %s -> %s (GGUF deepseek4, experts %s, dense %s): %.2f MiB of tensors\n", args.model.c_str(),
-                args.out.c_str(), args.gguf.experts.c_str(), args.gguf.dense.c_str(), double(*r) / 1048576.0);
+                args.out.c_str(), et.c_str(), args.gguf.dense.c_str(), double(*r) / 1048576.0);
     return 0;
   }
   return fail(cmd, "--to '" + args.to + "': expected nvfp4 or gguf");

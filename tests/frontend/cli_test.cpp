@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -559,6 +560,125 @@ TEST_F(Cli, MakeTinyThenRunChat) {
   EXPECT_NE(bad.text.find("--experts: expected one of"), std::string::npos) << bad.text;
   auto nodir = sh("make-tiny -o '" + (dir_ / "no/such/dir/x.gguf").string() + "' --experts q8_0");
   EXPECT_EQ(nodir.code, 1) << nodir.text;
+}
+
+
+// The names in folder `d` (sorted), to compare a folder before and after a command.
+std::vector<std::string> names_in(const fs::path& d) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(d)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// `convert` stopped by SIGINT / SIGTERM while its temporary output is partly written (the
+// DS4_TEST_CONVERT_STALL hook stops after the first progress line) leaves nothing behind: neither
+// the gguf FILE.tmp.PID nor the nvfp4 DIR.tmp.PID folder, nor anything under the final names.
+TEST_F(Cli, ConvertInterruptedLeavesNothing) {
+  const fs::path src = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(src / "model.safetensors.index.json")) GTEST_SKIP() << "no safetensors fixture";
+  write(dir_ / "keep.txt", "x");
+  const auto before = names_in(dir_);
+  for (const char* sig : {"INT", "TERM"}) {
+    for (const std::string to : {"gguf", "nvfp4"}) {
+      const fs::path out = dir_ / (to == "gguf" ? "c.gguf" : "cn");
+      auto r = test::run_cli("env", "DS4_TEST_CONVERT_STALL=1 timeout -s " + std::string(sig) + " 3 '" DS4_OFFLOAD_EXE
+                                    "' convert -m '" + src.string() + "' --to " + to + " -o '" + out.string() + "'",
+                             /*merge_stderr=*/true);
+      EXPECT_EQ(r.code, 124) << sig << " " << to << ": " << r.text;  // timeout: the signal was sent
+      // The hook was reached, so a temporary output existed when the signal came.
+      EXPECT_NE(r.text.find(to == "gguf" ? "MiB written" : "wrote model-00001"), std::string::npos) << r.text;
+      EXPECT_EQ(names_in(dir_), before) << sig << " " << to << ": " << r.text;
+    }
+  }
+}
+
+// convert -o rules, the same for both targets: a non-empty folder and a missing parent folder are
+// refused naming them; an empty folder is filled; the nvfp4 output appears only complete.
+TEST_F(Cli, ConvertOutputRules) {
+  const fs::path src = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(src / "model.safetensors.index.json")) GTEST_SKIP() << "no safetensors fixture";
+  const std::string m = "convert -m '" + src.string() + "' ";
+  fs::create_directories(dir_ / "full");
+  write(dir_ / "full" / "a", "x");
+  write(dir_ / "full" / "b", "y");
+  auto f = sh(m + "--to nvfp4 -o '" + (dir_ / "full").string() + "'");
+  EXPECT_EQ(f.code, 1) << f.text;
+  EXPECT_NE(f.text.find("expected a new or empty folder, found 2 entries"), std::string::npos) << f.text;
+  EXPECT_EQ(names_in(dir_ / "full"), (std::vector<std::string>{"a", "b"}));
+  for (const std::string o : {"--to nvfp4 -o '" + (dir_ / "nodir" / "x").string() + "'",
+                              "--to gguf -o '" + (dir_ / "nodir" / "x.gguf").string() + "'"}) {
+    auto r = sh(m + o);
+    EXPECT_EQ(r.code, 1) << r.text;
+    EXPECT_NE(r.text.find("does not exist"), std::string::npos) << r.text;
+    EXPECT_FALSE(fs::exists(dir_ / "nodir"));
+  }
+  fs::create_directories(dir_ / "empty");
+  auto e = sh(m + "--to nvfp4 -o '" + (dir_ / "empty").string() + "'");
+  ASSERT_EQ(e.code, 0) << e.text;
+  EXPECT_TRUE(fs::exists(dir_ / "empty" / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "empty" / "config.json"));
+  for (const auto& n : names_in(dir_)) EXPECT_EQ(n.find(".tmp."), std::string::npos) << n;
+  // audit says how many input_scale tensors it did not compare (counted here from the index).
+  int n_is = 0;
+  {
+    std::ifstream ij(dir_ / "empty" / "model.safetensors.index.json");
+    const nlohmann::json idx = nlohmann::json::parse(ij);
+    for (auto it = idx.at("weight_map").begin(); it != idx.at("weight_map").end(); ++it) {
+      const std::string k = it.key();
+      n_is += k.size() > 12 && k.compare(k.size() - 12, 12, ".input_scale") == 0;
+    }
+  }
+  ASSERT_GT(n_is, 0);
+  auto au = sh("convert --audit '" + src.string() + "' '" + (dir_ / "empty").string() + "'");
+  EXPECT_EQ(au.code, 0) << au.text;
+  EXPECT_NE(au.text.find("not compared: B: " + std::to_string(n_is) + " input_scale tensors"), std::string::npos) << au.text;
+  EXPECT_EQ(au.text.find("not compared: A:"), std::string::npos) << au.text;
+  // Options that do not apply are refused by name.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--to gguf --prompts p.txt -o '" + (dir_ / "y.gguf").string() + "'", "--prompts applies only"},
+      {"--to nvfp4 --experts q2_k -o '" + (dir_ / "y").string() + "'", "--experts applies only"},
+      {"--to nvfp4 --prompt-ids -o '" + (dir_ / "y").string() + "'", "--prompt-ids applies only"}};
+  for (const auto& [o, want] : bad) {
+    auto r = sh(m + o);
+    EXPECT_EQ(r.code, 1) << o << ": " << r.text;
+    EXPECT_NE(r.text.find(want), std::string::npos) << o << ": " << r.text;
+  }
+}
+
+// GGUF -> GGUF keeps each expert tensor's type unless --experts is given: a Q8_0-expert file
+// converted without --experts has the same size and decodes bit-exactly (audit); with --experts
+// mxfp4 a note says the change is lossy.
+TEST_F(Cli, ConvertGgufKeepsExpertTypesByDefault) {
+  const fs::path src = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(src / "model.safetensors.index.json")) GTEST_SKIP() << "no safetensors fixture";
+  const fs::path q8 = dir_ / "q8.gguf", k = dir_ / "k.gguf", mx = dir_ / "mx.gguf";
+  auto a = sh("convert -m '" + src.string() + "' --to gguf --experts q8_0 -o '" + q8.string() + "'");
+  ASSERT_EQ(a.code, 0) << a.text;
+  auto b = sh("convert -m '" + q8.string() + "' --to gguf -o '" + k.string() + "'");
+  ASSERT_EQ(b.code, 0) << b.text;
+  EXPECT_EQ(b.text.find("note:"), std::string::npos) << b.text;
+  EXPECT_EQ(fs::file_size(q8), fs::file_size(k));
+  auto au = sh("convert --audit '" + q8.string() + "' '" + k.string() + "'");
+  EXPECT_EQ(au.code, 0) << au.text;
+  auto c = sh("convert -m '" + q8.string() + "' --to gguf --experts mxfp4 -o '" + mx.string() + "'");
+  ASSERT_EQ(c.code, 0) << c.text;
+  EXPECT_NE(c.text.find("note: --experts mxfp4 re-quantizes"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("Q8_0 expert tensors: lossy"), std::string::npos) << c.text;
+  EXPECT_NE(fs::file_size(mx), fs::file_size(q8));
+}
+
+// convert --prompts has no --activations option: its load line must not cite one.
+TEST_F(Cli, ConvertCalibrationNamesNoActivationsOption) {
+  const fs::path src = test::fixtures_dir() / "dsv4-tiny";
+  if (!fs::exists(src / "model.safetensors.index.json")) GTEST_SKIP() << "no safetensors fixture";
+  write(dir_ / "ids.txt", "1 2 3 4 5\n");
+  auto r = sh("convert -m '" + src.string() + "' --to nvfp4 --prompts '" + (dir_ / "ids.txt").string() +
+              "' --prompt-ids -c 8 -o '" + (dir_ / "cal").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_NE(r.text.find("convert: activations: f32 ("), std::string::npos) << r.text;
+  EXPECT_EQ(r.text.find("--activations"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("calibrated on 1 prompts"), std::string::npos) << r.text;
 }
 
 }  // namespace
