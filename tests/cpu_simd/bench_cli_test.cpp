@@ -128,6 +128,12 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
       {m + "--activations f16", "--activations: expected auto, f32, q8 or fp8"},
       {"bench -p 16", "-m/--model is required"},
       {m + "-p 100000", "exceeds the model's context_length"},
+      // -n 1 has no decode step to time (the one token comes from the prefill): refused, not dropped.
+      {m + "-p 4 -n 1", "-n/--n-gen 1 cannot be measured"},
+      {m + "-p 4 -n 1,2", "expected 0 (no generation test) or at least 2"},
+      {m + "-p 0 -n 1", "-n/--n-gen 1 cannot be measured"},
+      {m + "-p 0 -n 0", "nothing to measure: -p 0 and -n 0"},
+      {m + "-p 0,0 -n 0", "nothing to measure"},
   };
   for (const auto& [args, msg] : cases) {
     const Out o = run(args + " --probe-mib 16", true);
