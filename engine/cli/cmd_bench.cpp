@@ -619,8 +619,10 @@ int run_bench() {
   std::printf("\n");
   for (const Row& r : rows)
     if (r.decode)
-      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g\n",
-                  r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host);
+      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g%s\n",
+                  r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host,
+                  // NVMe reads are the expert store's (they feed the staged/host bytes above, not added to B/tok).
+                  r.bpt_nvme > 0 ? fmtd("; of which read from NVMe %.4g (expert store)", r.bpt_nvme).c_str() : "");
   return 0;
 }
 

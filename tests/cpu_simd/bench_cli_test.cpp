@@ -167,6 +167,13 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   EXPECT_GT(tg.at("bytes_per_token_staged").get<double>(), 0.0) << tg.dump();
   EXPECT_GT(tg.at("bytes_per_token_nvme").get<double>(), 0.0) << tg.dump();
   EXPECT_LE(tg.at("bytes_per_token_staged").get<double>(), tg.at("bytes_per_token_experts").get<double>());
+  // The Markdown tiers line names the NVMe reads too (they were only in the table's column).
+  o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o md");
+  ASSERT_EQ(o.code, 0) << o.text;
+  const auto at = o.text.find("- tiers (tg8 @ d16");
+  ASSERT_NE(at, std::string::npos) << o.text;
+  const std::string tiers = o.text.substr(at, o.text.find('\n', at) - at);
+  EXPECT_NE(tiers.find("read from NVMe "), std::string::npos) << tiers;
 }
 
 TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {

@@ -206,6 +206,12 @@ TEST(CalibrateCli, InputErrorsAreReported) {
                         ": No such file or directory (choose a writable folder with --probe-dir DIR)"),
             std::string::npos)
       << o.text;
+  // --probe-decode 0 skips the calibration: the note says so instead of "run plan --probe".
+  o = sh("plan --probe --probe-decode 0 --probe-nvme-mib 0 --probe-mem-mib 16 --probe-h2d-mib 0 -m '" +
+         fixture().string() + "' --dry-run");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("--probe-decode 0 skipped the calibration"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("run `plan --probe`"), std::string::npos) << o.text;
   o = sh("plan --probe-decode 3 -m '" + fixture().string() + "' --hw '" +
          (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "' --dry-run");
   EXPECT_EQ(o.code, 1);
