@@ -35,7 +35,7 @@ inline constexpr int kMaxThreads = 1024;
 /// Options for loading a model.
 struct ModelOptions {
   Activations activations = Activations::F32;
-  /// Compute backend: "cpu", or "auto" (the best available; the CPU until the CUDA backend lands).
+  /// Compute backend: "cpu", "cuda", or "auto" (cuda when a CUDA device is visible, else cpu).
   /// Anything else is an error at load naming the accepted values (kernels/device.h parse_backend).
   std::string backend = "auto";
   int threads = 0;  // 0 = all hardware threads

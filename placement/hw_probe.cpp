@@ -143,7 +143,7 @@ Result<NvmeProbe> probe_nvme(const HwProbeOptions& o) {
   std::vector<char> tmpl(path.begin(), path.end());
   tmpl.push_back('\0');
   const int fd = mkstemp(tmpl.data());
-  if (fd < 0) return Error{"probe: cannot create a temporary file in " + o.nvme_dir + ": " + std::strerror(errno)};
+  if (fd < 0) return Error{"probe: cannot create a temporary file in " + o.nvme_dir + ": " + std::strerror(errno) + " (choose a writable folder with plan --probe-dir DIR)"};
   path = tmpl.data();
   struct Remove {
     std::string p;

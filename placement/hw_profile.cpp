@@ -44,13 +44,39 @@ int HwProfile::node_index(int id) const {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Bounds on the magnitude of every non-zero rate, time and ratio of a profile (sizes excepted):
+// 1e-6 .. 1e9 covers KB/s .. PB/s, ns-scale .. 1000 s in microseconds, and any FLOP rate in G/T.
+constexpr double kMinMagnitude = 1e-6;
+constexpr double kMaxMagnitude = 1e9;
+
+/// "`where`.`key`: ..." when a per-type rate is not a positive number within the bounds above.
+std::string rate_error(const std::string& where, const std::string& key, const json& v) {
+  if (v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0) {
+    char b[96];
+    std::snprintf(b, sizeof b, ": expected a value in [%g, %g], found %.10g", kMinMagnitude, kMaxMagnitude,
+                  v.get<double>());
+    return where + "." + key + b;
+  }
+  return "";
+}
 
 // A JSON object being read: records which keys were consumed so unknown keys can be reported.
 class ObjReader {
  public:
   ObjReader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
 
+  /// A rate (GB/s, GFLOP/s, TFLOP/s), a time (us) or a ratio: non-negative (positive when
+  /// `require_positive`) and, unless 0, within [kMinMagnitude, kMaxMagnitude], so that a typo like
+  /// 1e300 or 1e-300 is refused instead of giving 300-digit predictions.
   Result<double> number(const char* key, bool require_positive = true) {
+    DS4_TRY(double d, raw_number(key, require_positive));
+    if (d != 0 && (d < kMinMagnitude || d > kMaxMagnitude))
+      return Error{where_ + ": " + key + ": expected " + (require_positive ? "" : "0 or ") + "a value in [" +
+                   fmt_num(kMinMagnitude) + ", " + fmt_num(kMaxMagnitude) + "], found " + fmt_num(d)};
+    return d;
+  }
+  /// A finite number >= 0 (> 0 when `require_positive`), no magnitude bound (sizes: see bytes()).
+  Result<double> raw_number(const char* key, bool require_positive) {
     DS4_TRY(const json* v, get(key));
     if (!v->is_number()) return type_error(key, "a number", *v);
     double d = v->get<double>();
@@ -62,7 +88,7 @@ class ObjReader {
   /// A size in `unit` bytes ("memory_gib": unit 2^30) as bytes: a number in [0, 2^50 bytes]
   /// (1 PiB; positive when `require_positive`), so that the conversion cannot overflow int64.
   Result<int64_t> bytes(const char* key, double unit, const char* unit_name, bool require_positive = true) {
-    DS4_TRY(double d, number(key, require_positive));
+    DS4_TRY(double d, raw_number(key, require_positive));
     const double max_units = std::ldexp(1.0, 50) / unit;
     if (d > max_units)
       return Error{where_ + ": " + key + ": expected at most " + fmt_num(max_units) + " " + unit_name +
@@ -143,8 +169,10 @@ Result<NumaNodeProfile> parse_node(const json& j, const std::string& where) {
   DS4_TRY(n.mem_read_gbps, r.number("mem_read_gbps"));
   DS4_TRY(const json* ce, r.object("cpu_expert_gbps"));
   for (auto it = ce->begin(); it != ce->end(); ++it) {
-    if (!it->is_number() || it->get<double>() <= 0)
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0)
       return Error{where + ".cpu_expert_gbps." + it.key() + ": expected a positive number, found " + it->dump()};
+    if (const double g = it->get<double>(); g < kMinMagnitude || g > kMaxMagnitude)
+      return Error{rate_error(where + ".cpu_expert_gbps", it.key(), *it)};
     n.cpu_expert_gbps[it.key()] = it->get<double>();
   }
   if (!n.cpu_expert_gbps.count("default"))
@@ -192,6 +220,8 @@ Result<std::map<std::string, double>> parse_rates(const json& j, const std::stri
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0)
       return Error{where + "." + it.key() + ": expected a positive number, found " + it->dump()};
+    if (const double g = it->get<double>(); g < kMinMagnitude || g > kMaxMagnitude)
+      return Error{rate_error(where, it.key(), *it)};
     m[it.key()] = it->get<double>();
   }
   if (!m.count("default")) return Error{where + ": missing key 'default'"};

@@ -198,7 +198,7 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                 "Tensor-parallel ranks (1, 2, 4, 8): one thread and device per rank; CPU ranks without GPUs. "
                 "Every value gives bit-identical logits")
       ->capture_default_str();
-  s->add_option("--backend", a.backend, "Compute backend: cpu, or auto (the best available; cpu until the CUDA backend)")
+  s->add_option("--backend", a.backend, "Compute backend: cpu, cuda (a CUDA build with a visible GPU), or auto (cuda when available, else cpu)")
       ->capture_default_str();
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,

@@ -73,7 +73,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("-p,--n-prompt", args.prompts, "Prompt lengths, comma-separated (>= 0; 0 = no prompt test, decode after one token, as llama-bench -p 0)")->capture_default_str();
   s->add_option("-n,--n-gen", args.gens,
                 "Generation lengths, comma-separated (>= 0; the first token comes from the prefill, "
-                "so decode is timed over n-1 tokens; n <= 1 gives no decode row)")
+                "so decode is timed over n-1 tokens: n = 0 (no generation test) or n >= 2)")
       ->capture_default_str();
   s->add_option("-r,--repetitions", args.reps, "Timed repetitions per test (after one warm-up)")->capture_default_str();
   s->add_option("-o,--output", args.output, "Output format: md, json or csv")->capture_default_str();
@@ -405,6 +405,13 @@ int run_bench() {
   if (!prompts) return fail(cmd, prompts.error().message);
   auto gens = parse_list(args.gens, "-n/--n-gen", 0);
   if (!gens) return fail(cmd, gens.error().message);
+  for (int n : gens.value())
+    if (n == 1)
+      return fail(cmd, "-n/--n-gen 1 cannot be measured: the first generated token comes from the prefill, so decode "
+                       "is timed over n-1 tokens; expected 0 (no generation test) or at least 2");
+  if (!args.probe && std::all_of(prompts->begin(), prompts->end(), [](int p) { return p == 0; }) &&
+      std::all_of(gens->begin(), gens->end(), [](int n) { return n == 0; }))
+    return fail(cmd, "nothing to measure: -p 0 and -n 0 (pass a prompt length > 0 or a generation length >= 2)");
   if (auto a = parse_activations(args.model.activations); !a) return fail(cmd, a.error().message);
 
   cpu::MemProbeOptions po;
@@ -431,7 +438,8 @@ int run_bench() {
                                                     : "the model's context_length " + std::to_string(*ctx)));
     for (int& n : gen_list)
       if (int64_t(std::max(p, 1)) + n > *ctx) {
-        const int clamped = int(*ctx - std::max(p, 1));
+        int clamped = int(*ctx - std::max(p, 1));
+        if (clamped < 2) clamped = 0;  // one token is the prefill's: no decode step left to time
         std::fprintf(stderr, "bench: note: -p %d + -n %d exceeds the context of %lld tokens: -n clamped to %d\n", p, n,
                      (long long)*ctx, clamped);
         n = clamped;
@@ -611,8 +619,10 @@ int run_bench() {
   std::printf("\n");
   for (const Row& r : rows)
     if (r.decode)
-      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g\n",
-                  r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host);
+      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g%s\n",
+                  r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host,
+                  // NVMe reads are the expert store's (they feed the staged/host bytes above, not added to B/tok).
+                  r.bpt_nvme > 0 ? fmtd("; of which read from NVMe %.4g (expert store)", r.bpt_nvme).c_str() : "");
   return 0;
 }
 

@@ -94,6 +94,7 @@ CLI::Option* ctx_option = nullptr;    // to tell a given --ctx from the default
 CLI::Option* prior_option = nullptr;
 CLI::Option* zipf_option = nullptr;
 CLI::Option* chunk_option = nullptr;
+CLI::Option* probe_decode_option = nullptr;  // to refuse --probe-decode without --probe
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
@@ -136,7 +137,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--probe-h2d-mib", args.probe_h2d_mib,
                 "Size of one timed host-to-device copy of the GPU probe (MiB; 0 = skip GPUs)")
       ->default_val(args.probe_h2d_mib)->check(CLI::Range(int64_t(0), int64_t(1) << 16));
-  s->add_option("--probe-decode", args.probe_decode,
+  probe_decode_option = s->add_option("--probe-decode", args.probe_decode,
                 "With --probe: timed decode steps per sample of the all-CPU decode calibration (a micro-run of two "
                 "generated models, ~30 s); 0 = skip it")
       ->default_val(args.probe_decode)->check(CLI::Range(0, 4096));
@@ -169,6 +170,8 @@ int run() {
   if (!args.dry_run && args.json.empty() && args.write_profile.empty() && !args.probe)
     return fail("nothing to do: pass --dry-run and/or --json FILE (or --probe)");
   if (args.probe && !args.hw.empty()) return fail("--probe measures this machine; do not combine it with --hw");
+  if (!args.probe && probe_decode_option->count() > 0)
+    return fail("--probe-decode sets the decode calibration of --probe; add --probe or drop --probe-decode");
   for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
     if (auto c = check_output_not_input(out, opt, {args.model, args.hw, args.stats, args.model_config}); !c)
       return fail(c.error().message);
@@ -251,6 +254,13 @@ int run() {
                   std::to_string(shape.max_ctx) + " tokens");
     }
   }
+  // A decode position is an index into the context: 0 .. context - 1.
+  if (args.decode_depth >= 0 && shape.max_ctx > 0 && args.decode_depth >= shape.max_ctx)
+    return fail("--decode-depth " + std::to_string(args.decode_depth) + " exceeds the model's context_length " +
+                std::to_string(shape.max_ctx) + " (positions 0 .. " + std::to_string(shape.max_ctx - 1) + ")");
+  if (args.decode_depth >= 0 && ctx_option->count() > 0 && args.decode_depth >= args.ctx)
+    return fail("--decode-depth " + std::to_string(args.decode_depth) + " exceeds --ctx " + std::to_string(args.ctx) +
+                " (positions 0 .. " + std::to_string(args.ctx - 1) + ")");
   if (chunk_option->count() == 0) args.chunk = std::min(args.chunk, args.ctx);
   if (args.prior != "zipf" && zipf_option->count() > 0)
     return fail("--zipf-s sets the exponent of --prior zipf; add --prior zipf or drop --zipf-s");
@@ -312,7 +322,9 @@ int run() {
   if (hw.gpus.empty() && args.emulate_gpu_kib < 0) {
     if (hw.cpu_decode.empty())
       std::fprintf(stderr, "ds4-offload plan: note: the profile has no all-CPU decode calibration (cpu_decode); the "
-                           "prediction counts weight bytes at the expert rates only (run `plan --probe`)\n");
+                           "prediction counts weight bytes at the expert rates only (%s)\n",
+                   args.probe ? "--probe-decode 0 skipped the calibration; pass --probe-decode N > 0 to run it"
+                              : "run `plan --probe`");
     else if (!hw.cpu_decode.modes.count(args.activations))
       std::fprintf(stderr, "ds4-offload plan: note: the profile's cpu_decode has no '%s' mode; the prediction counts "
                            "weight bytes at the expert rates only\n", args.activations.c_str());

@@ -1,8 +1,11 @@
 // engine/cli/plan_decode_probe.cpp — see plan_decode_probe.h.
 #include "engine/cli/plan_decode_probe.h"
+#include "engine/cli/temp_cleanup.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -80,6 +83,26 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
   rep += fmt("cpu decode calibration: %.0f threads, LLC %.0f MiB, load average %.1f\n", threads,
              double(llc) / (1 << 20), load_average());
 
+  // The micro-run's temporary folder first, so an unwritable --probe-dir fails before the rates.
+  std::error_code ec;
+  std::string tmpl = o.dir + "/ds4-plan-probe-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data()))
+    return Error{"plan --probe: cannot create a temporary folder in " + o.dir + ": " + std::strerror(errno) +
+                 " (choose a writable folder with --probe-dir DIR)"};
+  const std::string dir = buf.data();
+  // Ctrl-C / SIGTERM during the micro-run removes the folder and the models in it (declared
+  // after remove_dir, so it is forgotten before the normal removal runs).
+  struct Remove {
+    std::string d;
+    ~Remove() {
+      std::error_code e;
+      std::filesystem::remove_all(d, e);
+    }
+  } remove_dir{dir};
+  const TempCleanupGuard on_signal{dir, true};
+
   // 1. Rates.
   CpuRateProbeOptions ro;
   ro.threads = threads;
@@ -108,20 +131,7 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
     }
   }
 
-  // 2. Micro-run models.
-  std::error_code ec;
-  std::string tmpl = o.dir + "/ds4-plan-probe-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!::mkdtemp(buf.data())) return Error{"plan --probe: cannot create a temporary folder in " + o.dir};
-  const std::string dir = buf.data();
-  struct Remove {
-    std::string d;
-    ~Remove() {
-      std::error_code e;
-      std::filesystem::remove_all(d, e);
-    }
-  } remove_dir{dir};
+  // 2. Micro-run models (in the temporary folder made before step 1).
   const int64_t depths[2] = {8, 384};
   std::map<std::string, std::vector<Sample>> samples;
   for (int layers : {6, 3}) {

@@ -128,6 +128,12 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
       {m + "--activations f16", "--activations: expected auto, f32, q8 or fp8"},
       {"bench -p 16", "-m/--model is required"},
       {m + "-p 100000", "exceeds the model's context_length"},
+      // -n 1 has no decode step to time (the one token comes from the prefill): refused, not dropped.
+      {m + "-p 4 -n 1", "-n/--n-gen 1 cannot be measured"},
+      {m + "-p 4 -n 1,2", "expected 0 (no generation test) or at least 2"},
+      {m + "-p 0 -n 1", "-n/--n-gen 1 cannot be measured"},
+      {m + "-p 0 -n 0", "nothing to measure: -p 0 and -n 0"},
+      {m + "-p 0,0 -n 0", "nothing to measure"},
   };
   for (const auto& [args, msg] : cases) {
     const Out o = run(args + " --probe-mib 16", true);
@@ -161,6 +167,13 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   EXPECT_GT(tg.at("bytes_per_token_staged").get<double>(), 0.0) << tg.dump();
   EXPECT_GT(tg.at("bytes_per_token_nvme").get<double>(), 0.0) << tg.dump();
   EXPECT_LE(tg.at("bytes_per_token_staged").get<double>(), tg.at("bytes_per_token_experts").get<double>());
+  // The Markdown tiers line names the NVMe reads too (they were only in the table's column).
+  o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o md");
+  ASSERT_EQ(o.code, 0) << o.text;
+  const auto at = o.text.find("- tiers (tg8 @ d16");
+  ASSERT_NE(at, std::string::npos) << o.text;
+  const std::string tiers = o.text.substr(at, o.text.find('\n', at) - at);
+  EXPECT_NE(tiers.find("read from NVMe "), std::string::npos) << tiers;
 }
 
 TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {

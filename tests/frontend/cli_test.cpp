@@ -210,6 +210,13 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
   auto g = sh(m + "-p 'hello' -n 2 --backend cuda");
   EXPECT_EQ(g.code, 1) << g.text;
   EXPECT_NE(g.text.find("backend 'cuda': expected a CUDA device, found none"), std::string::npos) << g.text;
+  // The help lists cuda (it exists) and no longer says "cpu until the CUDA backend".
+  for (const char* cmd : {"run", "score"}) {
+    auto h = sh(std::string(cmd) + " --help");
+    EXPECT_EQ(h.code, 0) << h.text;
+    EXPECT_NE(h.text.find("Compute backend: cpu, cuda"), std::string::npos) << cmd << "\n" << h.text;
+    EXPECT_EQ(h.text.find("until the CUDA backend"), std::string::npos) << cmd << "\n" << h.text;
+  }
 }
 
 TEST_F(Cli, RunRejectsBadInputs) {

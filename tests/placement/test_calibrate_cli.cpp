@@ -196,6 +196,26 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   o = sh("plan --probe --probe-decode 0 --probe-dir '" + (dir / "missing").string() + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("missing"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("No such file or directory"), std::string::npos) << o.text;  // the errno text
+  EXPECT_NE(o.text.find("--probe-dir"), std::string::npos) << o.text;               // how to choose it
+  // The decode calibration's temporary folder is made before its rate probes: a quick failure.
+  o = sh("plan --probe --probe-nvme-mib 0 --probe-mem-mib 16 --probe-h2d-mib 0 --probe-dir '" +
+         (dir / "missing").string() + "'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("cannot create a temporary folder in " + (dir / "missing").string() +
+                        ": No such file or directory (choose a writable folder with --probe-dir DIR)"),
+            std::string::npos)
+      << o.text;
+  // --probe-decode 0 skips the calibration: the note says so instead of "run plan --probe".
+  o = sh("plan --probe --probe-decode 0 --probe-nvme-mib 0 --probe-mem-mib 16 --probe-h2d-mib 0 -m '" +
+         fixture().string() + "' --dry-run");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("--probe-decode 0 skipped the calibration"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("run `plan --probe`"), std::string::npos) << o.text;
+  o = sh("plan --probe-decode 3 -m '" + fixture().string() + "' --hw '" +
+         (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "' --dry-run");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--probe-decode sets the decode calibration of --probe"), std::string::npos) << o.text;
   // The model's context_length bounds --ctx and is the default when shorter than 32768.
   const std::string hw = " --hw '" + (test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json").string() + "'";
   const std::string m = "plan -m '" + fixture().string() + "'" + hw + " --dry-run";
@@ -205,6 +225,19 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   o = sh(m);
   EXPECT_EQ(o.code, 0) << o.text;
   EXPECT_NE(o.text.find("context    1024 tokens; prefill chunk 1024 tokens"), std::string::npos) << o.text;
+  // --decode-depth is a position in the context: 0 .. context_length - 1 (or --ctx - 1).
+  o = sh(m + " --decode-depth 16777216");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--decode-depth 16777216 exceeds the model's context_length 1024"), std::string::npos)
+      << o.text;
+  o = sh(m + " --decode-depth 1024");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("exceeds the model's context_length 1024"), std::string::npos) << o.text;
+  o = sh(m + " --ctx 512 --decode-depth 600");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--decode-depth 600 exceeds --ctx 512"), std::string::npos) << o.text;
+  o = sh(m + " --decode-depth 1023");
+  EXPECT_EQ(o.code, 0) << o.text;
   o = sh(m + " --seed -1");
   EXPECT_NE(o.code, 0);  // CLI11 validation errors exit with its own code
   EXPECT_NE(o.text.find("--seed: expected a non-negative integer, found '-1'"), std::string::npos) << o.text;

@@ -96,6 +96,38 @@ TEST(HwProfile, WrongTypeAndRange) {
   EXPECT_NE(error_of(j).find("cpu_expert_gbps: missing key 'default'"), std::string::npos) << error_of(j);
 }
 
+// Finite but absurd magnitudes (1e300, 1e-300) are refused, naming the file and the field.
+TEST(HwProfile, AbsurdMagnitudesAreRefused) {
+  json j = minimal_profile();
+  j["numa_nodes"][0]["mem_read_gbps"] = 1e-300;
+  std::string e = error_of(j);
+  EXPECT_NE(e.find("p.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("mem_read_gbps: expected a value in [1e-06, 1000000000], found 1e-300"), std::string::npos) << e;
+  j = minimal_profile();
+  j["runtime"]["layer_overhead_us"] = 1e300;
+  e = error_of(j);
+  EXPECT_NE(e.find("p.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("layer_overhead_us: expected 0 or a value in"), std::string::npos) << e;
+  j = minimal_profile();
+  j["runtime"]["layer_overhead_us"] = 0;  // zero stays allowed where it was
+  EXPECT_EQ(error_of(j), "(no error)");
+  j = minimal_profile();
+  j["numa_nodes"][0]["cpu_expert_gbps"]["IQ2_XXS"] = 1e-300;
+  e = error_of(j);
+  EXPECT_NE(e.find("cpu_expert_gbps.IQ2_XXS: expected a value in"), std::string::npos) << e;
+  j = minimal_profile();
+  j["cpu_decode"] = json::parse(R"({"threads": 2, "llc_mib": 32, "modes": {"q8": {"token_us": 10,
+      "layer_us": 1e300, "attn_gflops": 5, "hot_gbps": {"default": 10}, "cold_gbps": {"default": 5}}}})");
+  e = error_of(j);
+  EXPECT_NE(e.find("p.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("modes.q8: layer_us: expected 0 or a value in"), std::string::npos) << e;
+  j["cpu_decode"]["modes"]["q8"]["layer_us"] = 20;
+  EXPECT_EQ(error_of(j), "(no error)");  // the block itself is well formed
+  j["cpu_decode"]["modes"]["q8"]["cold_gbps"]["default"] = 1e-300;
+  e = error_of(j);
+  EXPECT_NE(e.find("cold_gbps.default: expected a value in"), std::string::npos) << e;
+}
+
 TEST(HwProfile, BadReferencesAndCapacities) {
   json j = minimal_profile();
   j["gpus"][0]["numa_node"] = 3;
