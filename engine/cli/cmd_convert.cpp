@@ -5,9 +5,6 @@
 //   convert -m SRC --to gguf -o FILE [--experts keep|mxfp4|q8_0|q2_k|iq2_xxs|iq1_m] [--dense f32|bf16]
 //   convert --audit A B                  compare two checkpoints tensor by tensor after decoding
 // (engine/checkpoint_convert.h has the definitions.)
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +17,7 @@
 #include "engine/checkpoint_convert.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
+#include "engine/cli/temp_cleanup.h"
 #include "engine/model_config.h"
 #include "engine/nvfp4_calibration.h"
 #include "gguf/safetensors.h"
@@ -37,58 +35,6 @@ struct ConvertArgs {
   bool prompt_ids = false;  // --prompts holds token ids
 };
 ConvertArgs args;
-
-// Temporary output removed on SIGINT/SIGTERM: one path, copied into a fixed buffer before the
-// handler is installed, so the handler only calls async-signal-safe functions (open, getdents64,
-// unlinkat, close, rmdir, unlink, signal, raise). A folder is emptied one level deep (the NVFP4
-// output is flat) and removed; then the signal is re-raised with its default action.
-char g_tmp_path[4096];
-volatile sig_atomic_t g_tmp_is_dir = 0;
-
-extern "C" void remove_tmp_on_signal(int sig) {
-  if (g_tmp_path[0]) {
-    if (g_tmp_is_dir) {
-      const int fd = ::open(g_tmp_path, O_RDONLY | O_DIRECTORY);
-      if (fd >= 0) {
-        alignas(8) char buf[4096];
-        long n;
-        while ((n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-          for (long off = 0; off < n;) {
-            const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
-            const char* nm = d->d_name;
-            if (!(nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))) ::unlinkat(fd, nm, 0);
-            off += d->d_reclen;
-          }
-        }
-        ::close(fd);
-      }
-      ::rmdir(g_tmp_path);
-    } else {
-      ::unlink(g_tmp_path);
-    }
-  }
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-/// Registers `path` (a file, or a flat folder when `dir`) for removal on SIGINT/SIGTERM while it
-/// lives; the destructor restores the default actions. One at a time (convert writes one output).
-class RemoveOnSignal {
- public:
-  RemoveOnSignal(const std::string& path, bool dir) {
-    std::snprintf(g_tmp_path, sizeof g_tmp_path, "%s", path.c_str());
-    g_tmp_is_dir = dir;
-    std::signal(SIGINT, remove_tmp_on_signal);
-    std::signal(SIGTERM, remove_tmp_on_signal);
-  }
-  RemoveOnSignal(const RemoveOnSignal&) = delete;
-  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
-  ~RemoveOnSignal() {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    g_tmp_path[0] = 0;
-  }
-};
 
 /// Error unless `out` is absent or an empty folder, and its parent folder exists (both targets
 /// create only the last path component). `what` names the option.
@@ -227,7 +173,7 @@ int run() {
     fs::remove_all(tmp, ec);
     Result<Nvfp4CastReport> r = Error{""};
     {
-      RemoveOnSignal guard(tmp, /*dir=*/true);
+      TempCleanupGuard guard(tmp, /*is_dir=*/true);  // removed on SIGINT/SIGTERM
       r = cast_checkpoint_to_nvfp4(args.model, tmp, progress, scales);
       if (r) {
         fs::remove(args.out, ec);  // an empty folder (checked above), or absent
@@ -259,7 +205,7 @@ int run() {
     Result<uint64_t> r = Error{""};
     {
       // GgufWriter::write's temporary file (gguf_writer.cpp: "<out>.tmp.<pid>"), removed on a signal.
-      RemoveOnSignal guard(args.out + ".tmp." + std::to_string(::getpid()), /*dir=*/false);
+      TempCleanupGuard guard(args.out + ".tmp." + std::to_string(::getpid()), /*is_dir=*/false);
       r = convert_to_gguf(args.model, args.out, args.gguf, progress);
     }
     if (!r) return fail(cmd, r.error().message);
