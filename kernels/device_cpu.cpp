@@ -3,7 +3,10 @@
 // kernels/cpu/<op>.cpp on a fixed pool of worker threads, split over rows (tokens or weight
 // rows) so that each output is written by exactly one worker (results do not depend on the
 // thread count). Small ops run on the calling thread (no wake-up), and per-call scratch is kept
-// by the device (no allocation in steady state).
+// by the device (no allocation in steady state). With fewer tokens than threads (decode) the ops
+// split inside a token instead (heads, key blocks, mHC dots, columns, experts, compressor
+// channels), each output still one reference call. RoPE reads its rotations from a table
+// (kernels/cpu/rope_table.h, rope_angles' bits).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
+#include "kernels/cpu/rope_table.h"
 #include "kernels/cpu/row_pool.h"
 #include "kernels/device.h"
 
@@ -187,25 +191,38 @@ class CpuDevice final : public Device {
       });
       return;
     }
-    // Fewer tokens than threads (decode): the (2 + hc) * hc mix dots of every token split over the
-    // threads first, then each token's Sinkhorn split and weighted sum (hc_pre_finish_row).
-    thread_local std::vector<float> hc_dots;  // concurrent sessions may share the device
-    if (hc_dots.size() < static_cast<size_t>(n * mr)) hc_dots.resize(static_cast<size_t>(n * mr));
-    float* dots = hc_dots.data();
-    pool_.run(n * mr, 1, threads_, [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) dots[i] = cpu::dot_f32(F + (i % mr) * len, X.row(i / mr), len);
-    });
+    // Fewer tokens than threads (decode): the (2 + hc) * hc mix dots and the RMS factor of every
+    // token split over the threads first (one dispatch), then each token's Sinkhorn split and
+    // weighted sum (hc_pre_finish_row_scaled).
+    float* dots = hc_dots(n, mr, len, X, F, norm_eps);
     for (int64_t t = 0; t < n; ++t)
-      cpu::hc_pre_finish_row(X.row(t), dots + t * mr, S, B, hc, dim, iters, hc_eps, norm_eps, Y.row(t), M.row(t));
+      cpu::hc_pre_finish_row_scaled(X.row(t), dots + t * mr, dots[n * mr + t], S, B, hc, dim, iters, hc_eps, Y.row(t),
+                                    M.row(t));
   }
   void hc_post(Stream&, const Tensor& f, const Tensor& mix, int hc, const Tensor& x) override {
     const int64_t dim = f.ne0;
     DS4_CHECK(x.ne0 == hc * dim && x.ne1 == f.ne1 && mix.ne1 == f.ne1);
     const cpu::F32Rows Fv = f32(f), M = f32(mix), X = f32(x);
-    rows_par(f.ne1, hc * hc * dim, [&](int64_t a, int64_t b) {
-      thread_local std::vector<float> tmp;
-      if (tmp.size() < static_cast<size_t>(hc * dim)) tmp.resize(static_cast<size_t>(hc * dim));
-      for (int64_t t = a; t < b; ++t) cpu::hc_post_row(Fv.row(t), M.row(t), hc, dim, X.row(t), tmp.data());
+    const int64_t n = f.ne1;
+    if (n >= threads_ || n * hc * hc * dim < kInlineWork) {
+      rows_par(n, hc * hc * dim, [&](int64_t a, int64_t b) {
+        thread_local std::vector<float> tmp;
+        if (tmp.size() < static_cast<size_t>(hc * dim)) tmp.resize(static_cast<size_t>(hc * dim));
+        for (int64_t t = a; t < b; ++t) cpu::hc_post_row(Fv.row(t), M.row(t), hc, dim, X.row(t), tmp.data());
+      });
+      return;
+    }
+    // Fewer tokens than threads (decode): items are (token, block of kCols columns); a column's
+    // outputs read only that column of the copies (hc_post_cols), so the split cannot change a bit.
+    constexpr int64_t kCols = 128;
+    const int64_t cb = (dim + kCols - 1) / kCols;
+    rows_par(n * cb, hc * hc * std::min(dim, kCols), [&](int64_t a, int64_t b) {
+      float tmp[16 * kCols];
+      DS4_CHECK(hc <= 16);
+      for (int64_t i = a; i < b; ++i) {
+        const int64_t t = i / cb, d0 = i % cb * kCols, d1 = std::min(dim, d0 + kCols);
+        cpu::hc_post_cols(Fv.row(t), M.row(t), hc, dim, X.row(t), tmp, d0, d1);
+      }
     });
   }
   void hc_head(Stream&, const Tensor& x, const Tensor& fn, const Tensor& scale, const Tensor& base, int hc,
@@ -214,9 +231,17 @@ class CpuDevice final : public Device {
     DS4_CHECK(x.ne0 == hc * dim && x.ne1 == h.ne1);
     const cpu::F32Rows X = f32(x), H = f32(h);
     const float *F = fptr(fn), *S = fptr(scale), *B = fptr(base);
-    rows_par(x.ne1, hc * hc * dim, [&](int64_t a, int64_t b) {
-      for (int64_t t = a; t < b; ++t) cpu::hc_head_row(X.row(t), F, S, B, hc, dim, hc_eps, norm_eps, H.row(t));
-    });
+    const int64_t n = x.ne1, len = hc * dim;
+    if (n >= threads_ || n * hc * len < kInlineWork) {
+      rows_par(n, hc * len, [&](int64_t a, int64_t b) {
+        for (int64_t t = a; t < b; ++t) cpu::hc_head_row(X.row(t), F, S, B, hc, dim, hc_eps, norm_eps, H.row(t));
+      });
+      return;
+    }
+    // Fewer tokens than threads: the hc dots and the RMS factor split over the threads, as hc_pre.
+    float* dots = hc_dots(n, hc, len, X, F, norm_eps);
+    for (int64_t t = 0; t < n; ++t)
+      cpu::hc_head_finish_row(X.row(t), dots + t * hc, dots[n * hc + t], S, B, hc, dim, hc_eps, H.row(t));
   }
   void rope(Stream&, const Tensor& x, int64_t heads, const Tensor& freqs, const Tensor& pos, bool inverse) override {
     DS4_CHECK(x.ne0 % heads == 0 && pos.ne0 * pos.ne1 == x.ne1);
@@ -226,12 +251,23 @@ class CpuDevice final : public Device {
     const cpu::F32Rows X = f32(x);
     const float* fr = fptr(freqs);
     const int32_t* P = i32(pos).p;
-    rows_par(x.ne1, (heads + 20) * half * 4, [&](int64_t a, int64_t b) {
+    const int64_t n = x.ne1;
+    // Each row's rotation from the device's table (rope_angles' bits, computed once per position),
+    // shared by its heads; computed on the spot where the table does not serve the positions.
+    thread_local std::vector<const float*> table_rows;  // concurrent sessions may share the device
+    if (table_rows.size() < static_cast<size_t>(n)) table_rows.resize(static_cast<size_t>(n));
+    const float** rows = table_rows.data();
+    const bool tab = rope_table_.rows(fr, half, P, n, rows);
+    rows_par(n, (heads + (tab ? 0 : 20)) * half * 4, [&](int64_t a, int64_t b) {
       thread_local std::vector<float> cs;
-      if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+      if (!tab && cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
       for (int64_t t = a; t < b; ++t) {
-        cpu::rope_angles(fr, half, P[t], cs.data());  // once per row, shared by its heads
-        for (int64_t h = 0; h < heads; ++h) cpu::rope_apply_cs(X.row(t) + h * D, D, cs.data(), half, inverse);
+        const float* r = rows[t];
+        if (!tab) {
+          cpu::rope_angles(fr, half, P[t], cs.data());
+          r = cs.data();
+        }
+        for (int64_t h = 0; h < heads; ++h) cpu::rope_apply_cs(X.row(t) + h * D, D, r, half, inverse);
       }
     });
   }
@@ -249,13 +285,22 @@ class CpuDevice final : public Device {
     const cpu::F32Rows A = f32(a), G = f32(g), C = f32(cache);
     const float *ap = fptr(ape), *nw = fptr(norm), *fr = fptr(freqs);
     const int half = static_cast<int>(freqs.ne0 * freqs.ne1);
+    // Sequential in the tokens (a state machine); a completed block's channels are pooled on all
+    // threads (each channel independent: compressor_pool), then normed and rotated.
+    const int64_t per_channel = (overlap ? 2 : 1) * ratio * 16;
     for (int64_t t = 0; t < a.ne1; ++t) {
       const int64_t pos = pos0 + t, b = pos / ratio;
-      if (!cpu::compressor_push(v, pos, A.row(t), G.row(t), ap, C.row(b < cache.ne1 ? b : 0))) continue;
+      if (!cpu::compressor_store(v, pos, A.row(t), G.row(t), ap)) continue;
       DS4_CHECK(b < cache.ne1);
       float* blk = C.row(b);
+      rows_par(d, per_channel, [&](int64_t c0, int64_t c1) { cpu::compressor_pool(v, pos, blk, c0, c1); });
+      cpu::compressor_shift(v);
       cpu::rmsnorm_row(blk, nw, d, eps, blk);
-      cpu::rope_apply(blk, d, fr, half, b * ratio, false);  // RoPE at the block start position
+      // RoPE at the block start position (the table holds rope_angles' bits).
+      if (const float* cs = rope_table_.row(fr, half, b * ratio))
+        cpu::rope_apply_cs(blk, d, cs, half, false);
+      else
+        cpu::rope_apply(blk, d, fr, half, b * ratio, false);
     }
   }
   void indexer_scores(Stream&, const Tensor& q, const Tensor& w, const Tensor& keys, int64_t hs, int64_t pos0,
@@ -387,7 +432,35 @@ class CpuDevice final : public Device {
     const int32_t* tok = hash ? i32(tokens).p : nullptr;
     DS4_CHECK(!hash || tid2eid.ne0 == K);
     DS4_CHECK(K <= E);
-    rows_par(n, E * 40, [&](int64_t a, int64_t e) {
+    // sqrt_softplus (double exp and log) costs about 150 units per expert.
+    if (n < threads_ && n * E * 150 >= kInlineWork) {
+      // Fewer tokens than threads (decode): the scores of (token, block of experts) items on all
+      // threads, then each token's selection (route_scores + route_select = route_token_into).
+      thread_local std::vector<float> rs;  // concurrent sessions may share the device
+      thread_local std::vector<int32_t> ri;
+      if (rs.size() < static_cast<size_t>(2 * E * n)) rs.resize(static_cast<size_t>(2 * E * n));
+      if (ri.size() < static_cast<size_t>(E)) ri.resize(static_cast<size_t>(E));
+      float* sc = rs.data();
+      constexpr int64_t kExperts = 32;
+      const int64_t eb = (E + kExperts - 1) / kExperts;
+      pool_.run(n * eb, 1, threads_, [&](int64_t a, int64_t e) {
+        for (int64_t i = a; i < e; ++i) {
+          const int64_t t = i / eb, e0 = i % eb * kExperts;
+          cpu::route_scores(L.row(t), static_cast<int>(E), b, sc + t * 2 * E, e0, std::min(E, e0 + kExperts));
+        }
+      });
+      for (int64_t t = 0; t < n; ++t) {
+        const int32_t* h = nullptr;
+        if (hash) {
+          DS4_CHECK(tok[t] >= 0 && tok[t] < tid2eid.ne1);
+          h = T.row(tok[t]);
+        }
+        cpu::route_select(sc + t * 2 * E, static_cast<int>(E), static_cast<int>(K), h, normalize, route_scale,
+                          I.row(t), Wt.row(t), ri.data());
+      }
+      return;
+    }
+    rows_par(n, E * 150, [&](int64_t a, int64_t e) {
       thread_local std::vector<float> scratch;
       thread_local std::vector<int32_t> iscratch;
       if (scratch.size() < static_cast<size_t>(2 * E)) scratch.resize(static_cast<size_t>(2 * E));
@@ -482,6 +555,20 @@ class CpuDevice final : public Device {
     const int64_t chunk = std::max<int64_t>(1, n / (4 * threads_));
     pool_.run(n, chunk, threads_, body);
   }
+  /// The mHC dots of n tokens on all threads in one dispatch: out[t*rows + r] = dot_f32(fn row r,
+  /// x_t) (r < rows, rows of len floats) and out[n*rows + t] = hc_norm_scale(x_t, len, norm_eps);
+  /// the caller's thread-local scratch (concurrent sessions may share the device).
+  float* hc_dots(int64_t n, int64_t rows, int64_t len, const cpu::F32Rows& X, const float* fn, float norm_eps) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < static_cast<size_t>(n * (rows + 1))) scratch.resize(static_cast<size_t>(n * (rows + 1)));
+    float* dots = scratch.data();
+    pool_.run(n * (rows + 1), 1, threads_, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i)
+        dots[i] = i < n * rows ? cpu::dot_f32(fn + (i % rows) * len, X.row(i / rows), len)
+                               : cpu::hc_norm_scale(X.row(i - n * rows), len, norm_eps);
+    });
+    return dots;
+  }
   static void ensure(OwnedTensor& o, int64_t floats) {
     if (o.buffer && o.buffer->bytes() >= static_cast<uint64_t>(floats) * 4) return;
     const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(floats) * 4, o.buffer ? 2 * o.buffer->bytes() : 0);
@@ -552,6 +639,7 @@ class CpuDevice final : public Device {
   int threads_;
   std::string name_;
   cpu::WorkerPool pool_;
+  cpu::RopeRotationTable rope_table_;
   HostAlias alias_;
   CpuStream stream_;
   std::atomic<uint64_t> weight_bytes_{0};  // launches may come from several sessions

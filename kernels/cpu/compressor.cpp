@@ -11,20 +11,22 @@
 
 namespace ds4::cpu {
 
-bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape,
-                     float* out) {
-  const int64_t w = s.width(), d = s.d;
-  const int ratio = s.ratio;
-  const int slot = static_cast<int>(pos % ratio);
+bool compressor_store(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape) {
+  const int64_t w = s.width();
+  const int slot = static_cast<int>(pos % s.ratio);
   for (int64_t c = 0; c < w; ++c) {
     s.cur_a[slot * w + c] = a[c];
     s.cur_g[slot * w + c] = g[c] + ape[slot * w + c];
   }
-  if (slot != ratio - 1) return false;
+  return slot == s.ratio - 1;
+}
+
+void compressor_pool(const CompressorView& s, int64_t pos, float* out, int64_t ch0, int64_t ch1) {
+  const int64_t w = s.width(), d = s.d;
+  const int ratio = s.ratio;
   const bool has_prev = pos / ratio > 0;
-  const int n_cand = s.overlap() ? 2 * ratio : ratio;
   float sa[256], sg[256];
-  for (int64_t ch = 0; ch < d; ++ch) {
+  for (int64_t ch = ch0; ch < ch1; ++ch) {
     int n = 0;
     if (s.overlap()) {
       for (int i = 0; i < ratio; ++i, ++n) {
@@ -41,7 +43,6 @@ bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const
         sg[n] = s.cur_g[i * w + ch];
       }
     }
-    (void)n_cand;
     float mx = -INFINITY;
     for (int i = 0; i < n; ++i) mx = std::fmax(mx, sg[i]);
     for (int i = 0; i < n; ++i) sg[i] = quant::exp_f32(sg[i] - mx);  // vectorizes (CMakeLists)
@@ -51,12 +52,23 @@ bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const
     for (int i = 0; i < n; ++i) acc += sa[i] * (sg[i] / den);
     out[ch] = acc;
   }
-  if (s.overlap())
-    for (int i = 0; i < ratio; ++i)
-      for (int64_t ch = 0; ch < d; ++ch) {
-        s.prev_a[i * d + ch] = s.cur_a[i * w + ch];
-        s.prev_g[i * d + ch] = s.cur_g[i * w + ch];
-      }
+}
+
+void compressor_shift(const CompressorView& s) {
+  if (!s.overlap()) return;
+  const int64_t w = s.width(), d = s.d;
+  for (int i = 0; i < s.ratio; ++i)
+    for (int64_t ch = 0; ch < d; ++ch) {
+      s.prev_a[i * d + ch] = s.cur_a[i * w + ch];
+      s.prev_g[i * d + ch] = s.cur_g[i * w + ch];
+    }
+}
+
+bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape,
+                     float* out) {
+  if (!compressor_store(s, pos, a, g, ape)) return false;
+  compressor_pool(s, pos, out, 0, s.d);
+  compressor_shift(s);
   return true;
 }
 

@@ -19,4 +19,13 @@ void hc_head_row(const float* x, const float* fn, const float* scale, const floa
   hc_weighted_sum(x, wj, hc, dim, h);
 }
 
+void hc_head_finish_row(const float* x, const float* dots, float rs, const float* scale, const float* base, int hc,
+                        int64_t dim, float hc_eps, float* h) {
+  float m[16], wj[16];
+  DS4_CHECK(hc <= 16);
+  for (int j = 0; j < hc; ++j) m[j] = dots[j] * rs;
+  hc_head_weights(m, scale, base, hc, hc_eps, wj);
+  hc_weighted_sum(x, wj, hc, dim, h);
+}
+
 }  // namespace ds4::cpu

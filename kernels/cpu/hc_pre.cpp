@@ -36,15 +36,20 @@ void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float nor
   for (int r = 0; r < n_rows; ++r) mixes[r] = dot_f32(fn + r * n, xf, n) * rs;
 }
 
-void hc_pre_finish_row(const float* x, const float* dots, const float* scale, const float* base, int hc, int64_t dim,
-                       int iters, float hc_eps, float norm_eps, float* y, float* mix_row) {
+void hc_pre_finish_row_scaled(const float* x, const float* dots, float rs, const float* scale, const float* base,
+                              int hc, int64_t dim, int iters, float hc_eps, float* y, float* mix_row) {
   const int mix_rows = (2 + hc) * hc;
   float m[64];
   DS4_CHECK(mix_rows <= 64);
-  const float rs = hc_norm_scale(x, hc * dim, norm_eps);
   for (int r = 0; r < mix_rows; ++r) m[r] = dots[r] * rs;
   hc_split_sinkhorn_row(m, scale, base, hc, iters, hc_eps, mix_row);
   hc_weighted_sum(x, mix_row, hc, dim, y);
+}
+
+void hc_pre_finish_row(const float* x, const float* dots, const float* scale, const float* base, int hc, int64_t dim,
+                       int iters, float hc_eps, float norm_eps, float* y, float* mix_row) {
+  hc_pre_finish_row_scaled(x, dots, hc_norm_scale(x, hc * dim, norm_eps), scale, base, hc, dim, iters, hc_eps, y,
+                           mix_row);
 }
 
 void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y) {

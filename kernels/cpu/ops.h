@@ -144,12 +144,19 @@ void hc_pre_row(const float* x, const float* fn, const float* scale, const float
 /// split over threads): the same bits as hc_pre_row.
 void hc_pre_finish_row(const float* x, const float* dots, const float* scale, const float* base, int hc, int64_t dim,
                        int iters, float hc_eps, float norm_eps, float* y, float* mix_row);
+/// hc_pre_finish_row with rs = hc_norm_scale(x, hc*dim, norm_eps) given (the same bits).
+void hc_pre_finish_row_scaled(const float* x, const float* dots, float rs, const float* scale, const float* base,
+                              int hc, int64_t dim, int iters, float hc_eps, float* y, float* mix_row);
 
 // ---- hc_post.cpp ---------------------------------------------------------------------------
 /// X'[k, d] = post[k]*f[d] + (sum_j comb[j*hc+k] * X[j, d], j ascending from 0); X [hc, dim] in place.
 void hc_post(const float* f, const HcMix& mix, int hc, int64_t dim, float* X);
 /// hc_post with a packed mix row [pre | post | comb]; `tmp` holds hc*dim floats.
 void hc_post_row(const float* f, const float* mix_row, int hc, int64_t dim, float* X, float* tmp);
+/// hc_post_row on the columns d in [d0, d1) of every copy only (each column's outputs read only
+/// that column of X, so any split of [0, dim) gives hc_post_row's bits); tmp holds hc*(d1-d0).
+void hc_post_cols(const float* f, const float* mix_row, int hc, int64_t dim, float* X, float* tmp, int64_t d0,
+                  int64_t d1);
 
 // ---- hc_head.cpp (REF ParallelHead.hc_head) ------------------------------------------------
 /// w[j] = sigmoid(mixes[j]*scale[0] + base[j]) + eps.
@@ -157,6 +164,10 @@ void hc_head_weights(const float* mixes, const float* scale, const float* base, 
 /// h = sum_j w_j X_j of one token (mixes from hc_mixes over fn [hc, hc*dim]).
 void hc_head_row(const float* x, const float* fn, const float* scale, const float* base, int hc, int64_t dim,
                  float hc_eps, float norm_eps, float* h);
+/// hc_head_row from dots[j] = dot_f32(fn[j, :], x) (j < hc) and rs = hc_norm_scale(x, hc*dim,
+/// norm_eps) computed beforehand (e.g. split over threads): the same bits as hc_head_row.
+void hc_head_finish_row(const float* x, const float* dots, float rs, const float* scale, const float* base, int hc,
+                        int64_t dim, float hc_eps, float* h);
 
 // ---- rope.cpp (REF apply_rotary_emb) -------------------------------------------------------
 /// Rotates the last 2*half entries of x[dim] to position pos: pair i (interleaved 2i, 2i+1) by the
@@ -190,6 +201,14 @@ struct CompressorView {
 /// block's channel ch), softmax (max, exp, sum ascending), out = sum a_i * (e_i / den) ascending.
 bool compressor_push(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape,
                      float* out);
+/// compressor_push in three steps, for a split over channels (the same bits):
+/// compressor_store feeds token pos into the block in progress and returns whether it completes
+/// its block; compressor_pool then writes the pooled channels [ch0, ch1) of out[d] (each channel
+/// independent of the others, so any split of [0, d) gives compressor_push's values);
+/// compressor_shift, after every channel is pooled, keeps the block for the next one (overlap).
+bool compressor_store(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape);
+void compressor_pool(const CompressorView& s, int64_t pos, float* out, int64_t ch0, int64_t ch1);
+void compressor_shift(const CompressorView& s);
 
 // ---- indexer_scores.cpp (REF Indexer.forward) ----------------------------------------------
 /// score[j] = sum_h (h ascending, from 0) relu(dot_f32(q_h, keys_j)) * w[h] for j < nvis.
@@ -231,6 +250,13 @@ Routing route_token(const float* logits, int n_expert, int k, const float* bias,
 void route_token_into(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
                       bool normalize, float route_scale, int32_t* ids, float* weights, float* scratch,
                       int32_t* iscratch);
+/// route_token_into in two steps, for a split over experts (the same bits): route_scores writes
+/// s[e] = sqrt_softplus(logits[e]) into scratch[e] and s[e] + bias[e] (or s[e]) into
+/// scratch[n_expert + e] for e in [e0, e1); route_select, once all n_expert are written, picks and
+/// weighs the k experts as route_token_into.
+void route_scores(const float* logits, int n_expert, const float* bias, float* scratch, int64_t e0, int64_t e1);
+void route_select(const float* scratch, int n_expert, int k, const int32_t* hash_ids, bool normalize,
+                  float route_scale, int32_t* ids, float* weights, int32_t* idx);
 
 // ---- swiglu.cpp ----------------------------------------------------------------------------
 /// Clamped SwiGLU in place: g = min(g, limit); u = clamp(u, -limit, limit); g = silu(g) * u

@@ -12,15 +12,19 @@ float sqrt_softplus(float x) {
   return quant::sqrt_f32(sp);
 }
 
-void route_token_into(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
-                      bool normalize, float route_scale, int32_t* ids, float* weights, float* scratch,
-                      int32_t* idx) {
+void route_scores(const float* logits, int n_expert, const float* bias, float* scratch, int64_t e0, int64_t e1) {
   float* s = scratch;
   float* sel = scratch + n_expert;
-  for (int e = 0; e < n_expert; ++e) {
+  for (int64_t e = e0; e < e1; ++e) {
     s[e] = sqrt_softplus(logits[e]);
     sel[e] = bias ? s[e] + bias[e] : s[e];
   }
+}
+
+void route_select(const float* scratch, int n_expert, int k, const int32_t* hash_ids, bool normalize,
+                  float route_scale, int32_t* ids, float* weights, int32_t* idx) {
+  const float* s = scratch;
+  const float* sel = scratch + n_expert;
   if (hash_ids) {
     std::copy_n(hash_ids, k, ids);
   } else {
@@ -32,6 +36,13 @@ void route_token_into(const float* logits, int n_expert, int k, const float* bia
     const float se = (ids[i] >= 0 && ids[i] < n_expert) ? s[ids[i]] : 0.0f;  // a bad hash id is reported by the engine
     weights[i] = (normalize ? se / sum : se) * route_scale;
   }
+}
+
+void route_token_into(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,
+                      bool normalize, float route_scale, int32_t* ids, float* weights, float* scratch,
+                      int32_t* idx) {
+  route_scores(logits, n_expert, bias, scratch, 0, n_expert);
+  route_select(scratch, n_expert, k, hash_ids, normalize, route_scale, ids, weights, idx);
 }
 
 Routing route_token(const float* logits, int n_expert, int k, const float* bias, const int32_t* hash_ids,

@@ -4,7 +4,12 @@
 // wake-up per worker and a join that waits for a worker the OS has descheduled are a visible
 // fraction of it. Hence:
 //  * workers spin (with pause) for a short while on the job counter before blocking on the
-//    condition variable, so back-to-back jobs start without a wake-up;
+//    condition variable, so back-to-back jobs start without a wake-up; every few microseconds of
+//    spinning they yield the core (sched_yield): on a machine with more runnable threads than
+//    cores a spinning worker otherwise holds a core for its whole time slice while the thread it
+//    waits for (the caller, doing the serial part of a step) or other processes wait to run
+//    (perf on the 2-core VM at load ~8: 20 % of the process's samples were the worker's pause
+//    loop, bench/README.md issue 19);
 //  * each participant first claims the chunks of its own contiguous part of [0, n) in order, then
 //    steals from the others: a thread walks one range, so the kernels' prefetch of the next rows
 //    lands in rows the same thread reads next (interleaved claiming left every chunk's first rows
@@ -91,11 +96,14 @@ class WorkerPool::Impl {
     // Every chunk is claimed; helpers that check in from now on skip this job.
     closed_.store(gen);
     const auto t0 = std::chrono::steady_clock::now();
-    while (active_.load() != 0) {
-      if (std::chrono::steady_clock::now() - t0 > kSpin) {
-        std::unique_lock<std::mutex> lk(mu_);
-        done_cv_.wait(lk, [this] { return active_.load() == 0; });
-        break;
+    for (int i = 0; active_.load() != 0; ++i) {
+      if ((i & 63) == 63) {
+        if (std::chrono::steady_clock::now() - t0 > kSpin) {
+          std::unique_lock<std::mutex> lk(mu_);
+          done_cv_.wait(lk, [this] { return active_.load() == 0; });
+          break;
+        }
+        std::this_thread::yield();  // a preempted helper may need this core to finish
       }
       cpu_relax();
     }
@@ -117,7 +125,10 @@ class WorkerPool::Impl {
     for (int i = 0;; ++i) {
       const uint64_t g = generation_.load(std::memory_order_acquire);
       if (g != seen) return g;
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() - t0 > kSpin) break;
+      if ((i & 63) == 63) {
+        if (std::chrono::steady_clock::now() - t0 > kSpin) break;
+        std::this_thread::yield();  // let a runnable thread (the caller, another process) have the core
+      }
       cpu_relax();
     }
     std::unique_lock<std::mutex> lk(mu_);
