@@ -264,6 +264,11 @@ Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity) : model
   const int R = model_->tp();
   for (int r = 0; r < R; ++r) {
     states_.push_back(std::make_unique<SequenceState>(model_->config(), model_->device(r), capacity));
+    dev::Device& d = model_->device(r);
+    if (d.owns_memory())  // the device budget of the sequence state (KV, compressor, indexer)
+      std::fprintf(stderr, "ds4: %s: sequence state %.1f MiB for a context of %lld tokens, %.0f MiB free\n", d.name(),
+                   states_.back()->bytes() / (1024.0 * 1024.0), static_cast<long long>(capacity),
+                   d.memory_info().free / (1024.0 * 1024.0));
     if (R == 1)
       forwards_.push_back(std::make_unique<Forward>(model_->config(), model_->weights(), model_->device_weights(0),
                                                     model_->device(0), model_->act_format()));

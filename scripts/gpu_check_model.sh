@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu_check_model.sh — the model-level half of scripts/gpu_check.sh (issue 18 item 5). Steps:
-#   build        builds ds4-offload and device_conformance_test in the GPU build folder;
-#   conformance  runs device_conformance_test. NOTE: that binary instantiates the CPU backends only
-#                (cpu1, cpu3); the CUDA backend runs the suite only as device_conformance_emu_test,
-#                against the emulated runtime. No binary selects the real CUDA device yet, so this step
-#                runs what exists and says so in the summary;
+#   build        builds ds4-offload and device_conformance_cuda_test in the GPU build folder;
+#   conformance  runs device_conformance_cuda_test: the device API conformance suite (every op against a
+#                double-precision evaluation, tests/device) on the real CUDA device 0; its "skipped"
+#                exit (77, no usable device) counts as a failure here;
 #   tiny         the dsv4-tiny fixture GGUF, on backend A (cuda) and backend B (cpu), with the experts
 #                resident and with `--experts-tier host`: `run` greedy 32 tokens (its streamed text must
 #                be equal) and `score` teacher-forced over the fixture's golden prompt (argmax per position
@@ -80,22 +79,23 @@ step() {
 
 # ---- build + conformance -------------------------------------------------------------------------
 do_build() {
-  sum ""; sum "== ds4-offload + device_conformance_test build =="
+  sum ""; sum "== ds4-offload + device_conformance_cuda_test build =="
   local b0; b0=$(date +%s)
-  step "build ds4-offload device_conformance_test" 300 "$LOGDIR/build_model.log" \
-      cmake --build "$BUILD" -j "$JOBS" --target ds4-offload device_conformance_test \
+  step "build ds4-offload device_conformance_cuda_test" 300 "$LOGDIR/build_model.log" \
+      cmake --build "$BUILD" -j "$JOBS" --target ds4-offload device_conformance_cuda_test \
     && sum "PASS build: $(( $(date +%s) - b0 )) s"
 }
 
 do_conformance() {
-  sum ""; sum "== device_conformance_test =="
-  sum "note: this binary instantiates only the CPU backends (cpu1, cpu3); the CUDA backend runs the suite only"
-  sum "      as device_conformance_emu_test on the emulated runtime: no conformance run on the real device exists yet"
-  local bin log="$LOGDIR/device_conformance.log"
-  bin=$(find "$BUILD" -type f -name device_conformance_test -perm -u+x | head -1)
-  if [[ -z "$bin" ]]; then fail "device_conformance_test" "$LOGDIR/build_model.log" "binary not built"; return; fi
-  if step "device_conformance_test" 150 "$log" "$bin"; then
-    sum "PASS device_conformance_test: $(grep -m1 -E '^\[  PASSED  \]' "$log")"
+  sum ""; sum "== device_conformance_cuda_test (the conformance suite on the real CUDA device 0) =="
+  local bin log="$LOGDIR/device_conformance_cuda.log" rc
+  bin=$(find "$BUILD" -type f -name device_conformance_cuda_test -perm -u+x | head -1)
+  if [[ -z "$bin" ]]; then fail "device_conformance_cuda_test" "$LOGDIR/build_model.log" "binary not built"; return; fi
+  step "device_conformance_cuda_test" 200 "$log" "$bin"; rc=$?
+  if (( rc == 0 )); then
+    sum "PASS device_conformance_cuda_test on $(grep -m1 '^device: ' "$log" | cut -c9-): $(grep -m1 -E '^\[  PASSED  \]' "$log")"
+  elif (( rc == 77 )); then
+    sum "  (exit 77: the binary found no CUDA device: $(grep -m1 SKIPPED "$log"))"
   else
     grep -E '^\[  FAILED  \]' "$log" | head -10 >> "$SUMMARY"
   fi

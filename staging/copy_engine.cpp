@@ -1,5 +1,5 @@
-// staging/copy_engine.cpp — the host copy engine (memcpy) and, in builds without CUDA, the
-// make_cuda_copy_engine that reports it is unavailable. See copy_engine.h.
+// staging/copy_engine.cpp — the host copy engine (memcpy). See copy_engine.h. make_cuda_copy_engine
+// is in staging/cuda/copy_engine_cuda.cpp (CUDA builds) or staging/nocuda/copy_engine_nocuda.cpp.
 #include "staging/copy_engine.h"
 
 #include <cstdlib>
@@ -85,11 +85,5 @@ class HostCopyEngine final : public CopyEngine {
 }  // namespace
 
 std::unique_ptr<CopyEngine> make_host_copy_engine() { return std::make_unique<HostCopyEngine>(); }
-
-#ifndef DS4_HAVE_CUDA
-Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
-  return Error{"CUDA copy engine for device " + std::to_string(device) + ": this build has no CUDA (DS4_CUDA=OFF)"};
-}
-#endif
 
 }  // namespace ds4::staging

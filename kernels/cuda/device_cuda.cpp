@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/comm.h"
@@ -24,6 +25,8 @@
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/ops/ops_cuda.h"
+#include "staging/bounce_ring.h"
+#include "staging/copy_engine.h"
 
 namespace ds4::cuda {
 
@@ -45,12 +48,17 @@ using dev::Tensor;
 
 const char kCudaBackendTag = 0;
 
-/// One cudaMalloc (contents undefined: Device::alloc zeroes it on the compute stream); `staged`
-/// marks the slots of the staging ring (tier accounting).
+/// One cudaMalloc (contents undefined: Device::alloc zeroes it on the compute stream), or a view
+/// of `n` bytes of device memory owned elsewhere (a copy-engine slot); `staged` marks the slots of
+/// the staging ring (tier accounting).
 class CudaBuffer final : public Buffer {
  public:
   CudaBuffer(uint64_t n, bool staged) : bytes_(n), staged_(staged) { DS4_CUDA_CHECK(cudaMalloc(&mem_, n ? n : 1)); }
-  ~CudaBuffer() override { (void)cudaFree(mem_); }
+  /// Non-owning view of [mem, mem + n) (device memory that outlives the view).
+  CudaBuffer(void* mem, uint64_t n, bool staged) : bytes_(n), staged_(staged), mem_(mem), owned_(false) {}
+  ~CudaBuffer() override {
+    if (owned_) (void)cudaFree(mem_);
+  }
   uint64_t bytes() const override { return bytes_; }
   const void* backend() const override { return &kCudaBackendTag; }
   uint8_t* base() const { return static_cast<uint8_t*>(mem_); }
@@ -60,6 +68,7 @@ class CudaBuffer final : public Buffer {
   uint64_t bytes_;
   bool staged_;
   void* mem_ = nullptr;
+  bool owned_ = true;
 };
 
 /// Grow-only device scratch of one stream: the ops queued on that stream reuse it in stream
@@ -127,6 +136,28 @@ int32_t* ip(const Tensor& t) {
 CudaStream& cst(dev::Stream& s) { return static_cast<CudaStream&>(s); }
 cudaStream_t cs(dev::Stream& s) { return cst(s).s_; }
 
+/// The value of a staging call, or abort naming what failed (bind() has no error path; a failed
+/// copy-engine call means the device is unusable).
+template <class T>
+T must(Result<T> r, const char* what) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "ds4: CUDA backend: %s: %s\n", what, r.error().message.c_str());
+    std::abort();
+  }
+  if constexpr (!std::is_void_v<T>) return std::move(r).value();
+}
+
+/// True when `p` is page-locked host memory the CUDA runtime knows (cudaMallocHost,
+/// cudaHostAlloc, cudaHostRegister): the copy engine copies from it directly.
+bool is_pinned(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
 /// Aborts naming the op when a launcher fails.
 void check_launch(cudaError_t e, const char* op) {
   if (e != cudaSuccess) {
@@ -155,15 +186,9 @@ class CudaDevice final : public dev::Device {
     name_ = std::string("cuda:") + std::to_string(o.ordinal) + " (" + p.name + ", sm_" + std::to_string(p.major) +
             std::to_string(p.minor) + ", " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s_, cudaStreamNonBlocking));
-    DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   }
   ~CudaDevice() override {
-    (void)cudaStreamSynchronize(stream_.s_);
-    (void)cudaStreamSynchronize(copy_stream_);
-    for (auto& sl : slots_)
-      if (sl.filled) (void)cudaEventDestroy(sl.filled);
-    if (pinned_) (void)cudaFreeHost(pinned_);
-    (void)cudaStreamDestroy(copy_stream_);
+    (void)cudaStreamSynchronize(stream_.s_);  // readers of the staging slots; then the members go
   }
   const char* name() const override { return name_.c_str(); }
   int threads() const override { return sms_; }
@@ -547,33 +572,59 @@ class CudaDevice final : public dev::Device {
                   static_cast<uint64_t>(row_len * rows) * 4};
   }
 
-  /// BindMode::Staged: host bytes -> pinned staging buffer -> the next device slot of the ring,
-  /// on the copy stream; the compute stream waits for the copy's event. Synchronous staging
-  /// (issue 18 item 3): before a slot is refilled, the host waits for the compute stream's work
-  /// queued so far, which holds every reader of the slot's previous contents (the ring is longer
-  /// than the 3 binds of one expert launch), and for the copy stream (the pinned buffer is free).
+  /// BindMode::Staged: host bytes -> the next device slot of the ring through the copy engine
+  /// (staging::CopyEngine, CUDA: cudaMemcpyAsync on its own non-blocking stream + one event per
+  /// copy). Synchronous staging (issue 18 item 3):
+  /// - the slot's previous readers are the compute-stream work queued since it was last filled
+  ///   (the ring is longer than the 3 binds of one expert launch, and every reader is queued
+  ///   before the ring wraps): consumer_done records that point, the copy waits for it;
+  /// - a pinned source is copied directly and the host waits for the copy (the store may reuse
+  ///   the source once bind returns); a pageable one is copied into the next pinned buffer of the
+  ///   bounce ring (acquire waits for that buffer's previous copy) and not waited for;
+  /// - the compute stream waits for the copy's event before any later op reads the slot.
   Tensor stage(const dev::WeightMatrix& w, uint64_t bytes) {
-    if (slots_.empty()) slots_.resize(static_cast<size_t>(std::max(4, opts_.staging_slots)));
-    Slot& sl = slots_[next_slot_];
-    next_slot_ = (next_slot_ + 1) % slots_.size();
-    if (!sl.filled) DS4_CUDA_CHECK(cudaEventCreateWithFlags(&sl.filled, cudaEventDisableTiming));
-    if (sl.used) DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
-    sl.used = true;
-    if (!sl.buf || sl.buf->bytes() < bytes) sl.buf = std::make_unique<CudaBuffer>(std::max<uint64_t>(bytes, 1), true);
-    DS4_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
-    if (pinned_bytes_ < bytes) {
-      if (pinned_) DS4_CUDA_CHECK(cudaFreeHost(pinned_));
-      DS4_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
-      pinned_bytes_ = bytes;
-    }
+    ensure_stager(bytes);
+    const int sl = next_slot_;
+    next_slot_ = (next_slot_ + 1) % static_cast<int>(slot_views_.size());
+    if (slot_used_[static_cast<size_t>(sl)]) must(copier_->consumer_done(0, sl, stream_.s_), "staging: consumer_done");
+    slot_used_[static_cast<size_t>(sl)] = true;
     if (bytes) {
-      std::memcpy(pinned_, w.data, bytes);
-      DS4_CUDA_CHECK(cudaMemcpyAsync(sl.buf->base(), pinned_, bytes, cudaMemcpyHostToDevice, copy_stream_));
+      staging::CopyTicket t;
+      if (is_pinned(w.data)) {
+        t = must(copier_->submit(0, sl, w.data, bytes), "staging: copy from pinned host memory");
+        must(copier_->wait(t), "staging: wait for the copy");
+      } else {
+        const staging::BounceRing::Lease l = must(bounce_.acquire(), "staging: pinned bounce buffer");
+        std::memcpy(l.data, w.data, bytes);
+        const Result<staging::CopyTicket> r = copier_->submit(0, sl, l.data, bytes);
+        bounce_.release(l, r.ok() ? *r : staging::CopyTicket{});
+        t = must(r, "staging: copy from the bounce buffer");
+      }
+      must(copier_->stream_wait(t, stream_.s_), "staging: compute stream waits for the copy");
     }
-    DS4_CUDA_CHECK(cudaEventRecord(sl.filled, copy_stream_));
-    DS4_CUDA_CHECK(cudaStreamWaitEvent(stream_.s_, sl.filled, 0));
     tier_.h2d_staged += bytes;
-    return tensor_of(sl.buf.get(), w);
+    return tensor_of(slot_views_[static_cast<size_t>(sl)].get(), w);
+  }
+
+  /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring on
+  /// first use; a larger matrix than the slots hold waits for the compute stream (no reader of
+  /// the old slots is left) and makes them anew, larger.
+  void ensure_stager(uint64_t bytes) {
+    if (copier_ && bytes <= slot_bytes_) return;
+    constexpr uint64_t kAlign = 64 * 1024;
+    const uint64_t want = (std::max<uint64_t>({bytes, slot_bytes_, 1}) + kAlign - 1) / kAlign * kAlign;
+    if (copier_) DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    bounce_ = staging::BounceRing{};
+    slot_views_.clear();
+    copier_.reset();  // waits for its copies, frees its slots and pinned buffers
+    copier_ = must(staging::make_cuda_copy_engine(opts_.ordinal), "staging: CUDA copy engine");
+    const int n = std::max(4, opts_.staging_slots);
+    must(copier_->allocate_slots(1, n, want), "staging: device slots");
+    bounce_ = must(staging::BounceRing::create(*copier_, kBounceBuffers, want), "staging: pinned bounce buffers");
+    for (int i = 0; i < n; ++i) slot_views_.push_back(std::make_unique<CudaBuffer>(copier_->slot(0, i), want, true));
+    slot_used_.assign(static_cast<size_t>(n), false);
+    next_slot_ = 0;
+    slot_bytes_ = want;
   }
 
   void run_matmuls(CudaStream& cs_, const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x,
@@ -646,25 +697,24 @@ class CudaDevice final : public dev::Device {
     }
   }
 
-  struct Slot {
-    std::unique_ptr<CudaBuffer> buf;
-    cudaEvent_t filled = nullptr;
-    bool used = false;
-  };
+  static constexpr int kBounceBuffers = 3;  // one expert launch's 3 matrices in flight
 
   CudaDeviceOptions opts_;
   std::string name_;
   int sms_ = 0;
   CudaStream stream_;
-  cudaStream_t copy_stream_ = nullptr;
   mutable std::mutex bind_mu_;
   dev::BindMode mode_ = dev::BindMode::Persistent;
   std::map<std::tuple<const uint8_t*, int, int64_t, int64_t, uint64_t>, Tensor> bound_;
   std::vector<std::unique_ptr<CudaBuffer>> owned_;
-  std::vector<Slot> slots_;
-  size_t next_slot_ = 0;
-  void* pinned_ = nullptr;
-  uint64_t pinned_bytes_ = 0;
+  // BindMode::Staged: the copy engine (destroyed after the ring and the views, which use it),
+  // its slots' views (tier accounting), which slots were filled, the pageable-source bounce ring.
+  std::unique_ptr<staging::CopyEngine> copier_;
+  std::vector<std::unique_ptr<CudaBuffer>> slot_views_;
+  std::vector<bool> slot_used_;
+  staging::BounceRing bounce_;
+  int next_slot_ = 0;
+  uint64_t slot_bytes_ = 0;
   dev::WeightTierBytes tier_;
   std::atomic<uint64_t> weight_bytes_{0}, resident_read_{0}, staged_read_{0};
   std::mutex moe_mu_;

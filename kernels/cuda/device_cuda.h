@@ -7,11 +7,15 @@
 // they grow. bind() copies the host weight (cudaMemcpyAsync on the compute stream) into
 // device memory the device owns until it is destroyed; in BindMode::Persistent the copy is kept
 // per host matrix (the same host matrix bound again returns the same device tensor: load-time
-// weights and VRAM-resident experts), in BindMode::Staged every bind copies the host bytes
-// through a pinned host staging buffer into the next slot of a ring of device slots on the
-// device's copy stream, and the compute stream waits for that copy's event (experts staged
-// from host memory, synchronously bounded: a slot is reused only after the compute stream has
-// finished the work queued when it was last filled).
+// weights and VRAM-resident experts), in BindMode::Staged every bind copies the host bytes into
+// the next slot of a ring of device slots through staging::CopyEngine (staging/copy_engine.h,
+// the CUDA engine: its own non-blocking copy stream, one event per copy): a pinned source is
+// copied directly and the bind waits for that copy (the source's owner may reuse it after bind
+// returns); a pageable one is first copied into a pinned buffer of a staging::BounceRing. The
+// compute stream waits for the copy's event (CopyEngine::stream_wait), and a slot is refilled
+// only after the compute-stream work queued before the refill, which holds every reader of its
+// old contents (CopyEngine::consumer_done). Experts staged from host memory, synchronously
+// bounded (issue 18 item 3; overlap is the next issue).
 // Streams and events are CUDA streams and events; download waits on its stream. Collectives:
 // one rank only (all_gather = a copy, all_reduce_sum = nothing); more ranks are an error.
 // DS4_CUDA_CHECK_NAN=1 (debugging): every op waits for its stream and reports, once per op name,
@@ -30,7 +34,8 @@ namespace ds4::cuda {
 /// Options of a CUDA device.
 struct CudaDeviceOptions {
   int ordinal = 0;                    ///< CUDA device ordinal
-  int staging_slots = 24;             ///< device slots of the BindMode::Staged ring
+  int staging_slots = 24;             ///< device slots of the BindMode::Staged ring (at least 4; one
+                                      ///< expert launch binds 3); each holds the largest matrix staged
 };
 
 /// Number of CUDA devices visible (0 when the runtime reports none or fails).

@@ -22,6 +22,10 @@ struct Item {
   Stream* stream = nullptr;
   std::vector<std::shared_ptr<Item>> deps;
   bool done = false;
+  // Legacy default stream only: the item may not start before the scheduler has executed this
+  // many steps in total (a random delay drawn at enqueue, see enqueue()), unless nothing else can
+  // run. Models the legacy stream as an independent queue that can lag behind non-blocking streams.
+  uint64_t not_before = 0;
   // kKernel
   KernelLaunch k;
   uint64_t total_blocks = 0, next_block = 0, perm_a = 1, perm_c = 0;
@@ -56,7 +60,8 @@ std::mutex& lock();
 /// Resolves a stream handle (null / legacy / per-thread = the current device's legacy stream);
 /// null when the handle is not a live stream. Caller holds lock().
 Stream* resolve_stream(cudaStream_t s);
-/// Appends `it` to `s` with the legacy-stream implicit dependencies. Caller holds lock().
+/// Appends `it` to `s` with the legacy-stream implicit dependencies; an item of a legacy stream
+/// also gets its random start delay (Item::not_before). Caller holds lock().
 void enqueue(Stream* s, std::shared_ptr<Item> it);
 /// True when `it` is its stream's head and all its dependencies are done. Caller holds lock().
 bool head_and_deps_done(const Item& it);

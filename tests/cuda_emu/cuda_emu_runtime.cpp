@@ -11,6 +11,13 @@
 //   DS4_CUDA_EMU_SEED) and running kernels a random number of blocks at a time, in a random
 //   block order. Only stream order, events, stream waits, the legacy default stream's implicit
 //   synchronisation and host waits order work, as on a GPU.
+// - The legacy default stream is its own queue, ordered with blocking streams only. Each of its
+//   items gets a random start delay at enqueue (half of them none, the others 1 to
+//   DS4_CUDA_EMU_LEGACY_DELAY = 4096 scheduler steps, log-uniform; 0 turns delays off): it runs
+//   only after that many steps of other work, or when nothing else can run. So a plain
+//   cudaMemset / cudaMemcpy whose result a cudaStreamNonBlocking stream reads without an event
+//   wait lands after the reader under some seeds, however much work is queued before the reader
+//   (a GPU gives no ordering there either).
 // - Async copies: from pageable host memory the source is copied at the call (staged), to
 //   pageable host memory the call returns after the copy is done; with pinned memory (cudaMallocHost,
 //   cudaHostRegister) both directions are fully asynchronous. cudaMemcpy: device-to-device is
@@ -78,6 +85,8 @@ struct State {
   std::set<const CUevent_st*> live_events;
   std::map<const void*, int> max_dyn_smem;
   std::mt19937_64 rng{1};
+  uint64_t steps = 0;              // scheduler steps executed (Item::not_before counts these)
+  uint64_t legacy_delay_max = 4096;  // DS4_CUDA_EMU_LEGACY_DELAY; 0: legacy items are never delayed
   bool unprotected = false;
   size_t fill_cap = 256u << 20;
   bool no_protect = false;  // DS4_CUDA_EMU_NO_PROTECT=1: device memory stays host-accessible (speed)
@@ -93,6 +102,7 @@ State& st() {
     p->rng.seed(env_size("DS4_CUDA_EMU_SEED", 1));
     p->fill_cap = env_size("DS4_CUDA_EMU_FILL_MB", 256) << 20;
     p->no_protect = env_size("DS4_CUDA_EMU_NO_PROTECT", 0) != 0;
+    p->legacy_delay_max = env_size("DS4_CUDA_EMU_LEGACY_DELAY", 4096);
     return p;
   }();
   return *s;
@@ -238,9 +248,10 @@ void execute(State& s, Item& it) {
   it.done = true;
 }
 
-/// Pops finished heads; runs one step of a random runnable head. False when nothing is runnable.
+/// Pops finished heads; runs one step of a random runnable head (a legacy-stream head still in its
+/// start delay only when no other head is runnable). False when nothing is runnable.
 bool step(State& s) {
-  std::vector<Stream*> ready;
+  std::vector<Stream*> ready, delayed;
   bool popped = false;
   for (auto& d : s.dev)
     for (Stream* q : d.streams) {
@@ -250,8 +261,9 @@ bool step(State& s) {
       }
       if (q->q.empty()) continue;
       Item& h = *q->q.front();
-      if (deps_done(h) && (!h.ready_fn || h.ready_fn())) ready.push_back(q);
+      if (deps_done(h) && (!h.ready_fn || h.ready_fn())) (h.not_before > s.steps ? delayed : ready).push_back(q);
     }
+  if (ready.empty()) ready.swap(delayed);  // nothing else can run: the delayed legacy work runs now
   // Streams destroyed by the host are freed once they are empty.
   for (auto& d : s.dev)
     std::erase_if(d.streams, [&](Stream* q) {
@@ -267,6 +279,7 @@ bool step(State& s) {
   Stream* q = ready[size_t(s.rng() % ready.size())];
   std::shared_ptr<Item> h = q->q.front();
   execute(s, *h);
+  ++s.steps;
   if (h->done && !q->q.empty() && q->q.front() == h) q->q.pop_front();
   s.cv.notify_all();
   return true;
@@ -376,6 +389,15 @@ Stream* resolve_stream(cudaStream_t h) {
 void enqueue(Stream* q, std::shared_ptr<Item> it) {
   State& s = st();
   it->stream = q;
+  if (q->legacy && s.legacy_delay_max) {
+    // Half the items start at once; the others after 1..legacy_delay_max steps, log-uniform (short
+    // and long lags equally likely), so both "legacy work runs late" and "early" occur.
+    const uint64_t r = s.rng();
+    if (r & 1) {
+      const uint64_t span = uint64_t(1) << (1 + (r >> 1) % 12);  // 2 .. 4096
+      it->not_before = s.steps + 1 + (r >> 8) % std::min<uint64_t>(span, s.legacy_delay_max);
+    }
+  }
   if (q->legacy) {
     for (Stream* o : s.dev[size_t(q->device)].streams)
       if (o != q && o->blocking && o->tail && !o->tail->done) it->deps.push_back(o->tail);

@@ -2,7 +2,8 @@
 // emulator against values computed here by plain loops: kernels and built-ins, barriers, warp
 // collectives, atomics, shared memory, copies / memsets of every kind, streams, events, host
 // functions, and the adversarial parts: a host dereference of device memory faults, a missing
-// cudaStreamWaitEvent gives a wrong result under some seed (and never with the wait), pinned vs
+// cudaStreamWaitEvent gives a wrong result under some seed (and never with the wait), and so does
+// a legacy-stream cudaMemset / cudaMemcpy read by a non-blocking stream without a wait, pinned vs
 // pageable copy timing, uninitialised cudaMalloc memory, sm_75 launch limits, VRAM budget.
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -506,6 +507,69 @@ TEST_F(CudaEmu, LegacyStreamSynchronisesWithBlockingStreams) {
     for (int i = 0; i < n; ++i) ASSERT_EQ(got[size_t(i)], 5 + i) << seed;
     CK(cudaStreamDestroy(s));
     CK(cudaFree(a));
+  }
+}
+
+/// A legacy-stream write of buffer a (a plain cudaMemset to 0, or with `use_memcpy` a plain
+/// cudaMemcpy of 3*i from pageable memory), then `pad` unrelated kernels on a stream `s` created
+/// with `flags`, then a reader on `s`: b = a + 1. `wait`: `s` waits for an event recorded on the
+/// legacy stream after the write. Returns whether the reader saw the write (b[i] = 1 or 3i + 1).
+bool legacy_write_then_reader(uint64_t seed, unsigned flags, bool wait, int pad, bool use_memcpy) {
+  ds4::emu::set_seed(seed);
+  const int n = 1024;
+  int* a = dev_alloc<int>(n);
+  int* b = dev_alloc<int>(n);
+  int* other = dev_alloc<int>(n);
+  cudaStream_t s;
+  cudaEvent_t e;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&s, flags), cudaSuccess);
+  EXPECT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  std::vector<int> src(n);
+  for (int i = 0; i < n; ++i) src[size_t(i)] = 3 * i;
+  if (use_memcpy) {
+    EXPECT_EQ(cudaMemcpy(a, src.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);  // returns before the DMA lands
+  } else {
+    EXPECT_EQ(cudaMemset(a, 0, n * 4), cudaSuccess);  // asynchronous, legacy stream
+  }
+  if (wait) {
+    EXPECT_EQ(cudaEventRecord(e, cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaStreamWaitEvent(s, e, 0), cudaSuccess);
+  }
+  for (int k = 0; k < pad; ++k) DS4_LAUNCH(fill_kernel, 2, 64, 0, s, other, n, k);
+  DS4_LAUNCH(copy_plus_kernel, 4, 64, 0, s, a, b, n);
+  std::vector<int> got(n);
+  EXPECT_EQ(cudaMemcpyAsync(got.data(), b, n * 4, cudaMemcpyDeviceToHost, s), cudaSuccess);  // pageable: returns when done
+  bool right = true;
+  for (int i = 0; i < n; ++i) right = right && got[size_t(i)] == (use_memcpy ? 3 * i : 0) + 1;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStreamDestroy(s);
+  cudaEventDestroy(e);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(other);
+  return right;
+}
+
+// A cudaMemset / cudaMemcpy on the legacy stream is not ordered with a cudaStreamNonBlocking
+// stream (CUDA Runtime API, "Stream synchronization behavior"): with 32 kernels queued before the
+// reader (as in the backend, where buffers are zeroed long before their first reader), the
+// legacy stream's random start delay makes the reader see the old contents under some seed; an
+// event wait, or a blocking stream (implicitly ordered with the legacy stream), is right under
+// every seed. Without the delay (DS4_CUDA_EMU_LEGACY_DELAY=0) no seed of 1..16 exposed this.
+TEST_F(CudaEmu, LegacyStreamWorkIsNotOrderedWithNonBlockingStreams) {
+  for (bool use_memcpy : {false, true}) {
+    int wrong_without = 0;
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
+      EXPECT_TRUE(legacy_write_then_reader(seed, cudaStreamNonBlocking, true, 32, use_memcpy))
+          << "seed " << seed << (use_memcpy ? " cudaMemcpy" : " cudaMemset");
+      EXPECT_TRUE(legacy_write_then_reader(seed, cudaStreamDefault, false, 32, use_memcpy))
+          << "blocking stream, seed " << seed << (use_memcpy ? " cudaMemcpy" : " cudaMemset");
+      wrong_without += !legacy_write_then_reader(seed, cudaStreamNonBlocking, false, 32, use_memcpy);
+    }
+    EXPECT_GT(wrong_without, 0) << "no seed exposed the missing wait on the legacy stream's "
+                                << (use_memcpy ? "cudaMemcpy" : "cudaMemset");
+    std::printf("  legacy %s without a wait: wrong under %d of 16 seeds\n", use_memcpy ? "cudaMemcpy" : "cudaMemset",
+                wrong_without);
   }
 }
 

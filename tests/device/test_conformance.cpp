@@ -4,11 +4,13 @@
 // DeepSeek-V4-Flash shapes (dim 4096, hc 4, 64 heads of 512 with rope 64, q_lora 1024, 64 indexer
 // heads of 128, 256 experts top-6, expert ff 2048, window 128). Written once for any backend: a
 // backend joins by adding its factory to backends(). The CUDA backend runs it as
-// device_conformance_emu_test (label emu: the backend compiled against tests/cuda_emu).
+// device_conformance_emu_test (label emu: the backend compiled against tests/cuda_emu) and, on a
+// real GPU, as device_conformance_cuda_test (label gpu; exit 77 = ctest SKIP without a device).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <list>
@@ -20,7 +22,7 @@
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 #include "kernels/quant/act_qdq.h"
-#ifdef DS4_CONFORMANCE_CUDA_EMU
+#if defined(DS4_CONFORMANCE_CUDA_EMU) || defined(DS4_CONFORMANCE_CUDA)
 #include "kernels/cuda/device_cuda.h"
 #endif
 
@@ -56,6 +58,15 @@ void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 // emulation (tests/cuda_emu), whose objects this binary links instead of the nvcc-built ones.
 std::vector<Backend> backends() {
   return {{"cuda_emu", [] {
+             auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{});
+             DS4_CHECK(d.ok());
+             return std::move(d).value();
+           }}};
+}
+#elif defined(DS4_CONFORMANCE_CUDA)
+// device_conformance_cuda_test: the CUDA backend on the real device 0 (main() below skips without one).
+std::vector<Backend> backends() {
+  return {{"cuda", [] {
              auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{});
              DS4_CHECK(d.ok());
              return std::move(d).value();
@@ -892,3 +903,23 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(backends()),
 
 }  // namespace
 }  // namespace ds4
+
+#ifdef DS4_CONFORMANCE_CUDA
+/// device_conformance_cuda_test: 77 (ctest SKIP) when the CUDA runtime reports no device, so the
+/// test never passes without a GPU; otherwise the suite on device 0 (named on the first line).
+int main(int argc, char** argv) {
+  if (ds4::cuda::cuda_device_count() == 0) {
+    std::printf("SKIPPED: no CUDA device (the CUDA runtime reports 0 devices)\n");
+    return 77;
+  }
+  auto d = ds4::cuda::make_cuda_device(ds4::cuda::CudaDeviceOptions{});
+  if (!d.ok()) {
+    std::printf("FAILED: %s\n", d.error().message.c_str());
+    return 1;
+  }
+  std::printf("device: %s\n", (*d)->name());
+  std::move(d).value().reset();  // the tests make their own
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
+#endif

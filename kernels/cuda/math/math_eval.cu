@@ -1,6 +1,7 @@
 // kernels/cuda/math/math_eval.cu — see math_eval.h. Compiled with --fmad=false (kernels/cuda
 // CMakeLists), so the double evaluation of math.h rounds exactly as on the host.
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/math/math_eval.h"
 #include "kernels/quant/math.h"
 
@@ -30,7 +31,7 @@ void math_eval(MathFn fn, const float* x, float* y, int64_t n) {
   if (n <= 0) return;
   const int threads = 256;
   const int64_t blocks = (n + threads - 1) / threads;
-  math_kernel<<<static_cast<unsigned>(blocks), threads>>>(static_cast<int>(fn), x, y, n);
+  DS4_LAUNCH(math_kernel, static_cast<unsigned>(blocks), threads, 0, nullptr, static_cast<int>(fn), x, y, n);
   DS4_CUDA_CHECK(cudaGetLastError());
   DS4_CUDA_CHECK(cudaDeviceSynchronize());
 }

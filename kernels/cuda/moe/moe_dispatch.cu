@@ -5,6 +5,7 @@
 // (per token, slots in ascending expert id, FP32 sum from 0.0f by the single owning thread;
 // DESIGN.md "Numerics contract", quant-formats.md §5.3 — the CPU engine's routed-expert loop in
 // engine/moe_layer.cpp adds expert outputs in the same ascending order).
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe/moe_kernels.cuh"
 #include "kernels/cuda/quant_matmul.h"
 
@@ -14,8 +15,8 @@ cudaError_t moe_sort(const int32_t* ids, int64_t n_pairs, int n_experts, const M
   if (n_pairs < 0 || n_pairs > INT32_MAX || n_experts <= 0) return cudaErrorInvalidValue;
   if ((n_pairs > 0 && !ids) || !out.expert_bounds || !out.sorted_pairs || !out.tiles || !out.counters)
     return cudaErrorInvalidValue;
-  moe_sort_kernel<<<1, 256, 0, stream>>>(ids, n_pairs, n_experts, out.expert_bounds, out.sorted_pairs,
-                                         out.tiles, out.counters);
+  DS4_LAUNCH(moe_sort_kernel, 1, 256, 0, stream, ids, n_pairs, n_experts, out.expert_bounds, out.sorted_pairs,
+             out.tiles, out.counters);
   return cudaGetLastError();
 }
 
@@ -25,7 +26,8 @@ cudaError_t moe_combine(const float* y, const int32_t* ids, const float* weights
   if (n_tokens == 0 || dim == 0) return cudaSuccess;
   if (!y || !ids || !out) return cudaErrorInvalidValue;
   const int64_t total = n_tokens * dim;
-  moe_combine_kernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(y, ids, weights, n_tokens, k, n_experts, dim, out);
+  DS4_LAUNCH(moe_combine_kernel, unsigned((total + 255) / 256), 256, 0, stream, y, ids, weights, n_tokens, k, n_experts,
+             dim, out);
   return cudaGetLastError();
 }
 
