@@ -53,6 +53,44 @@ double cache_resident_fraction(int64_t llc_bytes, int64_t working_set_bytes) {
   return std::min(1.0, double(llc_bytes) / double(working_set_bytes));
 }
 
+double cache_hit_share(const std::vector<ReusePoint>& c, double reuse_bytes) {
+  if (c.size() < 2) return 0.0;
+  const double t_first = 1.0 / c.front().gbps, t_last = 1.0 / c.back().gbps;
+  if (t_first >= t_last) return 1.0;
+  double t = t_last;
+  if (reuse_bytes <= c.front().bytes) {
+    t = t_first;
+  } else if (reuse_bytes < c.back().bytes) {
+    size_t i = 1;
+    while (c[i].bytes < reuse_bytes) ++i;
+    const double a = std::log(reuse_bytes / c[i - 1].bytes) / std::log(c[i].bytes / c[i - 1].bytes);
+    t = (1 - a) / c[i - 1].gbps + a / c[i].gbps;
+  }
+  return std::clamp((t - t_last) / (t_first - t_last), 0.0, 1.0);
+}
+
+double decode_reuse_bytes(double non_routed_bytes, double routed_total_bytes, double p, double q) {
+  DS4_CHECK(q > 0 && q <= 1 && p >= 0 && p <= 1);
+  return non_routed_bytes + routed_total_bytes * (1.0 - std::pow(1.0 - p, 1.0 / q));
+}
+
+CpuHotShares cpu_hot_shares(const CpuDecodeProfile& prof, const ModelShape& shape, const ModelSizes& sizes) {
+  if (prof.reuse_curve.size() < 2) {
+    const double f = cache_resident_fraction(prof.llc_bytes, cpu_working_set_bytes(sizes));
+    return {f, f};
+  }
+  double non_routed = 0, routed = 0;
+  for (const auto& t : sizes.tensors) {
+    if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) routed += double(t.bytes);
+    else if (t.read_per_token) non_routed += double(t.bytes);
+  }
+  const double p = shape.n_experts > 0 ? std::min(1.0, double(shape.top_k) / shape.n_experts) : 1.0;
+  CpuHotShares h;
+  h.non_routed = cache_hit_share(prof.reuse_curve, decode_reuse_bytes(non_routed, routed, p, 1.0));
+  h.routed = p > 0 ? cache_hit_share(prof.reuse_curve, decode_reuse_bytes(non_routed, routed, p, p)) : 0.0;
+  return h;
+}
+
 double cpu_matvec_seconds(const CpuDecodeMode& m, const std::string& type_name, double bytes, double hot_fraction) {
   double hot = m.hot_for(type_name), cold = m.cold_for(type_name);
   if (hot <= 0) hot = cold;
@@ -70,15 +108,15 @@ int64_t cpu_working_set_bytes(const ModelSizes& sizes) {
 }
 
 double cpu_decode_matvec_seconds(const ModelShape& shape, const ModelSizes& sizes, const CpuDecodeMode& m,
-                                 double hot_fraction) {
+                                 const CpuHotShares& hot) {
   double t = 0;
   for (const auto& ts : sizes.tensors) {
     const std::string type(ggml_type_name(ts.type));
     if (ts.cls == TensorClass::ExpertGateUp || ts.cls == TensorClass::ExpertDown) {
       DS4_CHECK(shape.n_experts > 0);
-      t += cpu_matvec_seconds(m, type, double(ts.bytes) / shape.n_experts * shape.top_k, hot_fraction);
+      t += cpu_matvec_seconds(m, type, double(ts.bytes) / shape.n_experts * shape.top_k, hot.routed);
     } else if (ts.read_per_token) {
-      t += cpu_matvec_seconds(m, type, double(ts.bytes), hot_fraction);
+      t += cpu_matvec_seconds(m, type, double(ts.bytes), hot.non_routed);
     }
   }
   return t;
@@ -226,7 +264,7 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
   if (ranks_ == 0)
     if (auto it = hw.cpu_decode.modes.find(in.activations); it != hw.cpu_decode.modes.end()) {
       cal_ = &it->second;
-      hot_frac_ = cache_resident_fraction(hw.cpu_decode.llc_bytes, cpu_working_set_bytes(*in.sizes));
+      hot_ = cpu_hot_shares(hw.cpu_decode, *in.shape, *in.sizes);
     }
   for (int l = 0; l < s.n_layers; ++l) {
     const uint32_t t_gu = in.mix->type_for(TensorClass::ExpertGateUp, l);
@@ -236,8 +274,8 @@ CostModel::CostModel(const CostInputs& in) : in_(in) {
     std::vector<double> per_node;
     for (const auto& n : hw.nodes) {
       if (cal_) {  // calibrated: the measured fixed costs include the expert calls' dispatch
-        per_node.push_back(cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_gu)), b_gu, hot_frac_) +
-                           cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_dn)), b_dn, hot_frac_));
+        per_node.push_back(cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_gu)), b_gu, hot_.routed) +
+                           cpu_matvec_seconds(*cal_, std::string(ggml_type_name(t_dn)), b_dn, hot_.routed));
         continue;
       }
       const double t = b_gu / (n.cpu_gbps_for(std::string(ggml_type_name(t_gu))) * 1e9) +
@@ -254,7 +292,7 @@ double CostModel::cpu_dense_seconds(int l) const {
   double t = 0;
   for (const auto& ts : in_.sizes->tensors)
     if (ts.layer == l && ts.read_per_token && ts.cls != TensorClass::ExpertGateUp && ts.cls != TensorClass::ExpertDown)
-      t += cpu_matvec_seconds(*cal_, std::string(ggml_type_name(ts.type)), double(ts.bytes), hot_frac_);
+      t += cpu_matvec_seconds(*cal_, std::string(ggml_type_name(ts.type)), double(ts.bytes), hot_.non_routed);
   return t;
 }
 

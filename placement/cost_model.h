@@ -35,11 +35,16 @@
 // measures instead):
 //   step = token_us + L * layer_us + sum over weights read (cpu_matvec_seconds)
 //          + sum_l decode_attention_flops(l, decode_position) / attn_gflops + NVMe bytes / NVMe rate
-//   a weight of type T and B bytes costs B * (f / hot(T) + (1 - f) / cold(T)), f =
-//   cache_resident_fraction(llc, working set): the weights touched over many tokens (every
-//   non-routed matrix read per token + all routed experts) either stay in the last-level cache
-//   (f = 1: compute bound, hot rate) or stream from DRAM (cold rate); in between, the share the
-//   cache can hold. Why these terms: a 6 MiB model decodes at 33-128 tok/s on a 2-core machine
+//   a weight of type T and B bytes costs B * (f / hot(T) + (1 - f) / cold(T)), f = the share of
+//   its reads the caches serve (cpu_hot_shares): with the profile's measured reuse curve, f =
+//   cache_hit_share(curve, D) where D = decode_reuse_bytes, the distinct weight bytes decode
+//   touches between two reads of that weight (one token's reads for a non-routed matrix, ~1/p
+//   tokens' for a routed expert of activation probability p = top_k / n_experts); without a curve
+//   (older profiles) f = cache_resident_fraction(llc, working set) for every weight. Why the
+//   curve: the OS-reported LLC of a VM (260 MiB on the development VM) is not what a streaming
+//   decode sees (the cache is shared with other tenants and not LRU); with that LLC the blend
+//   counted 57 % of the 455 MiB make-tiny model's reads as hot and predicted decode 1.4-1.8x too
+//   fast. Why these terms: a 6 MiB model decodes at 33-128 tok/s on a 2-core machine
 //   whose memory bandwidth alone predicts 821 (fixed per-op costs and compute-bound decode of
 //   the IQ types), and a 455 MiB model at 2-2.5x the bandwidth-only estimate made with the
 //   slowest expert type's rate for every weight (the dense F16/Q8_0 rates differ).
@@ -108,6 +113,34 @@ double decode_attention_flops(const ModelShape& s, int l, int64_t pos);
 /// either is unknown (<= 0).
 double cache_resident_fraction(int64_t llc_bytes, int64_t working_set_bytes);
 
+/// Share of a weight's reads served by the caches when `reuse_bytes` distinct bytes are read
+/// between two reads of it, from a measured reuse curve (CpuDecodeProfile::reuse_curve, ascending
+/// sizes, >= 2 points): the time per byte t(D) = 1 / rate is interpolated linearly in log(size)
+/// between the curve's points (clamped to its ends), and the share is the h with t(D) = h * t_first
+/// + (1 - h) * t_last, i.e. (t(D) - t_last) / (t_first - t_last), clamped to [0, 1] (the first
+/// point = the hot matrices' size: all hits; the last = the cold buffer: DRAM). 1 when the curve
+/// is flat (t_first >= t_last: the cache does not help); fewer than 2 points: 0.
+double cache_hit_share(const std::vector<ReusePoint>& curve, double reuse_bytes);
+
+/// Expected distinct weight bytes all-CPU decode reads between two reads of one weight that a
+/// token reads with probability q (1 = every token, p for a routed expert): the mean gap is
+/// n = 1/q tokens, in which every non-routed byte is read and each routed expert (activation
+/// probability p, experts independent) at least once with probability 1 - (1 - p)^n:
+/// non_routed + routed_total * (1 - (1 - p)^n). Errors (DS4_CHECK): q not in (0, 1], p not in [0, 1].
+double decode_reuse_bytes(double non_routed_bytes, double routed_total_bytes, double p, double q);
+
+/// Cache-served shares the all-CPU decode model applies: to the non-routed weights read every
+/// token and to the routed experts.
+struct CpuHotShares {
+  double non_routed = 0;
+  double routed = 0;
+};
+
+/// The shares for a model: with prof.reuse_curve, cache_hit_share at decode_reuse_bytes (q = 1
+/// and q = p = top_k / n_experts; bytes from `sizes`: read_per_token tensors and all routed
+/// experts); else both = cache_resident_fraction(prof.llc_bytes, cpu_working_set_bytes(sizes)).
+CpuHotShares cpu_hot_shares(const CpuDecodeProfile& prof, const ModelShape& shape, const ModelSizes& sizes);
+
 /// Seconds to read `bytes` of weights of type `type_name` through the CPU matmul at calibration
 /// `m` with a share `hot_fraction` resident in cache: bytes * (f / hot + (1 - f) / cold) / 1e9
 /// (GB/s = 1e9 B/s). A missing hot rate uses the cold one and vice versa.
@@ -118,11 +151,11 @@ double cpu_matvec_seconds(const CpuDecodeMode& m, const std::string& type_name, 
 int64_t cpu_working_set_bytes(const ModelSizes& sizes);
 
 /// All-CPU decode, seconds per token of the weight reads alone: every non-routed tensor read per
-/// token plus `top_k` routed experts of every layer (gate/up and down at their types), each at
-/// cpu_matvec_seconds(m, type, bytes, hot_fraction). The CostModel's calibrated dense + routed
-/// terms of an all-CPU plan sum to the same (tests check it).
+/// token (at hot.non_routed) plus `top_k` routed experts of every layer (gate/up and down at their
+/// types, at hot.routed), each at cpu_matvec_seconds(m, type, bytes, share). The CostModel's
+/// calibrated dense + routed terms of an all-CPU plan sum to the same (tests check it).
 double cpu_decode_matvec_seconds(const ModelShape& shape, const ModelSizes& sizes, const CpuDecodeMode& m,
-                                 double hot_fraction);
+                                 const CpuHotShares& hot);
 
 /// One decode measurement of the `plan --probe` micro-run: a model of `n_layers` layers whose
 /// weight reads the rates above price at `modeled_s`, with `attn_flops` attention FLOPs per token,
@@ -181,8 +214,8 @@ class CostModel {
   Prediction predict(const Plan& plan) const;
   /// The calibration used for all-CPU decode (no GPUs and the profile has the requested mode), or null.
   const CpuDecodeMode* cpu_calibration() const { return cal_; }
-  /// Share of weight reads the calibrated model assumes cache-resident (cache_resident_fraction).
-  double hot_fraction() const { return hot_frac_; }
+  /// Shares of weight reads the calibrated model assumes cache-served (cpu_hot_shares).
+  const CpuHotShares& hot_shares() const { return hot_; }
   /// Calibrated all-CPU decode: seconds per token of the non-routed weights of layer `l` (-1 =
   /// the global ones: output head, output norm/HC), at cpu_matvec_seconds. Needs cpu_calibration().
   double cpu_dense_seconds(int l) const;
@@ -201,7 +234,7 @@ class CostModel {
   std::vector<std::vector<double>> cpu_s_per_expert_;  ///< [layer][node index] seconds
   double nvme_gbps_ = 0;
   const CpuDecodeMode* cal_ = nullptr;
-  double hot_frac_ = 0;
+  CpuHotShares hot_;
 };
 
 }  // namespace ds4::placement

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
+#include "kernels/cpu/mem_bandwidth.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
@@ -113,6 +115,41 @@ Result<CpuRates> probe_cpu_matvec_rates(const CpuRateProbeOptions& o) {
     if (slowest > 0) (*m)["default"] = slowest;
   }
   out.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return out;
+}
+
+Result<std::vector<ReusePoint>> probe_reuse_curve(int threads, int64_t from_bytes, int64_t to_bytes,
+                                                  double min_seconds, int sweeps) {
+  if (threads < 1 || from_bytes < (int64_t(1) << 20) || to_bytes <= from_bytes || sweeps < 1)
+    return Error{"reuse curve probe: expected threads >= 1, from >= 1 MiB, to > from and sweeps >= 1, found " +
+                 std::to_string(threads) + ", " + std::to_string(from_bytes) + ", " + std::to_string(to_bytes) + ", " + std::to_string(sweeps)};
+  const size_t total = size_t(to_bytes + 4095) & ~size_t(4095);
+  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, total)));
+  if (!buf) return Error{"reuse curve probe: cannot allocate " + std::to_string(total >> 20) + " MiB"};
+  for (size_t i = 0; i < total; i += 64) buf.get()[i] = uint8_t(i >> 6);  // touch every line
+  std::vector<int64_t> sizes;
+  for (int k = 0;; ++k) {
+    const int64_t s = int64_t(double(from_bytes) * std::pow(2.0, 0.5 * k)) & ~int64_t(4095);
+    if (s >= to_bytes) break;
+    sizes.push_back(s);
+  }
+  sizes.push_back(int64_t(total));
+  std::vector<ReusePoint> out;
+  for (const int64_t s : sizes) out.push_back({double(s), 0.0});
+  uint64_t sink = 0;
+  for (int sweep = 0; sweep < sweeps; ++sweep)
+    for (ReusePoint& pt : out) {
+      const int64_t s = int64_t(pt.bytes);
+      cpu::timed_stream_read(buf.get(), s, threads, &sink);  // warm-up: bring the buffer in
+      double elapsed = 0;
+      for (int pass = 0; pass < 3 || elapsed < min_seconds; ++pass) {
+        const double t = cpu::timed_stream_read(buf.get(), s, threads, &sink);
+        elapsed += t;
+        pt.gbps = std::max(pt.gbps, double(s) / std::max(t, 1e-9) / 1e9);
+        if (pass >= 1000) break;
+      }
+    }
+  if (sink == 0x5eed5eed5eed5eedull) out.back().gbps *= 1.0;  // keep the checksum observable
   return out;
 }
 

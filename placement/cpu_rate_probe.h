@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "placement/hw_profile.h"
 
 namespace ds4::placement {
 
@@ -43,5 +44,17 @@ struct CpuRates {
 /// Runs the probe. Types the CPU kernels cannot quantize are skipped. Errors: options out of
 /// range, allocation failure.
 Result<CpuRates> probe_cpu_matvec_rates(const CpuRateProbeOptions& o);
+
+/// Measures CpuDecodeProfile::reuse_curve: for buffer sizes from_bytes * 2^(k/2) (k = 0, 1, ...)
+/// up to to_bytes (always the last point), the read rate of repeated passes over the first S bytes
+/// of one buffer (kernels/cpu/mem_bandwidth.h timed_stream_read, `threads` threads). `sweeps`
+/// times over all sizes in ascending order; per size and sweep one warm-up pass, then passes until
+/// 3 of them and min_seconds have elapsed; a point keeps its best pass over all sweeps (the
+/// convention of the matmul rates above, so that the first point and the hot rates describe the
+/// same unloaded cache; a second sweep replaces a size whose passes all fell in a busy moment of
+/// a shared machine). Errors: from_bytes < 1 MiB, to_bytes <= from_bytes, threads < 1,
+/// sweeps < 1, allocation failure.
+Result<std::vector<ReusePoint>> probe_reuse_curve(int threads, int64_t from_bytes, int64_t to_bytes,
+                                                  double min_seconds, int sweeps = 2);
 
 }  // namespace ds4::placement

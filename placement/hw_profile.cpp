@@ -228,6 +228,27 @@ Result<std::map<std::string, double>> parse_rates(const json& j, const std::stri
   return m;
 }
 
+/// [[MiB, GB/s], ...]: at least 2 points, sizes strictly ascending and > 0, rates > 0.
+Result<std::vector<ReusePoint>> parse_reuse_curve(const json& a, const std::string& where) {
+  std::vector<ReusePoint> c;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& e = a[i];
+    const std::string w = where + "[" + std::to_string(i) + "]";
+    if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number())
+      return Error{w + ": expected a pair [MiB, GB/s], found " + e.dump()};
+    const double mib = e[0].get<double>(), g = e[1].get<double>();
+    if (!std::isfinite(mib) || !std::isfinite(g) || mib <= 0 || g <= 0)
+      return Error{w + ": expected a positive size and a positive rate, found " + e.dump()};
+    if (g < kMinMagnitude || g > kMaxMagnitude) return Error{rate_error(where, std::to_string(i), e[1])};
+    if (!c.empty() && mib * 1024.0 * 1024.0 <= c.back().bytes)
+      return Error{w + ": expected sizes strictly ascending, found " + e.dump() + " after " +
+                   std::to_string(c.back().bytes / (1024.0 * 1024.0)) + " MiB"};
+    c.push_back({mib * 1024.0 * 1024.0, g});
+  }
+  if (c.size() < 2) return Error{where + ": expected at least 2 points, found " + std::to_string(c.size())};
+  return c;
+}
+
 Result<CpuDecodeProfile> parse_cpu_decode(const json& j, const std::string& where) {
   if (!j.is_object()) return Error{where + ": expected an object"};
   ObjReader r(j, where);
@@ -253,6 +274,10 @@ Result<CpuDecodeProfile> parse_cpu_decode(const json& j, const std::string& wher
     d.modes[it.key()] = std::move(cm);
   }
   if (d.modes.empty()) return Error{where + ".modes: expected at least one of q8, f32"};
+  if (r.has("reuse_curve")) {
+    DS4_TRY(const json* curve, r.array("reuse_curve"));
+    DS4_TRY(d.reuse_curve, parse_reuse_curve(*curve, where + ".reuse_curve"));
+  }
   DS4_TRY_VOID(r.finish());
   return d;
 }
@@ -406,6 +431,11 @@ std::string hw_profile_to_json(const HwProfile& p) {
     }
     j["cpu_decode"] = {{"threads", p.cpu_decode.threads},
                        {"llc_mib", double(p.cpu_decode.llc_bytes) / (1024.0 * 1024.0)}, {"modes", modes}};
+    if (!p.cpu_decode.reuse_curve.empty()) {
+      json curve = json::array();
+      for (const ReusePoint& pt : p.cpu_decode.reuse_curve) curve.push_back({pt.bytes / (1024.0 * 1024.0), pt.gbps});
+      j["cpu_decode"]["reuse_curve"] = curve;
+    }
   }
   return j.dump(2) + "\n";
 }

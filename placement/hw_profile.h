@@ -67,11 +67,21 @@ struct CpuDecodeMode {
   double cold_for(const std::string& type_name) const;
 };
 
+/// One point of the measured cache reuse curve: the read rate of repeated passes over a buffer of
+/// `bytes` (all engine threads; kernels/cpu/mem_bandwidth.h timed_stream_read), in GB/s (1e9 B/s).
+struct ReusePoint {
+  double bytes = 0;
+  double gbps = 0;
+};
+
 /// The all-CPU decode calibration: optional (profiles written before it have none, and the cost
 /// model then uses the node rates alone, as before).
 struct CpuDecodeProfile {
   int threads = 0;          ///< engine threads the figures were measured with
-  int64_t llc_bytes = 0;    ///< last-level cache (bytes) that decides hot vs cold (0 = unknown: cold)
+  int64_t llc_bytes = 0;    ///< last-level cache the OS reports (bytes; only used without reuse_curve)
+  /// Ascending buffer sizes, the first = the hot matrices' size, the last = the cold buffer's
+  /// (cost_model.h cache_hit_share). Empty in profiles written before it: llc_bytes decides.
+  std::vector<ReusePoint> reuse_curve;
   std::map<std::string, CpuDecodeMode> modes;  ///< by activation mode name: "q8", "f32"
   bool empty() const { return modes.empty(); }
 };
@@ -108,9 +118,11 @@ Result<void> validate_hw_profile(const HwProfile& p, const std::string& source);
 /// must not silently fall back to a default); every key is required except "description",
 /// "nvme", "pci_bus_id", "cpu_decode". "cpu_decode" is
 ///   {"threads": 2, "llc_mib": 32, "modes": {"q8": {"token_us": 120, "layer_us": 300,
-///    "attn_gflops": 4, "hot_gbps": {"default": 20, "Q8_0": 30}, "cold_gbps": {"default": 8}}, "f32": {...}}}
+///    "attn_gflops": 4, "hot_gbps": {"default": 20, "Q8_0": 30}, "cold_gbps": {"default": 8}}, "f32": {...}},
+///    "reuse_curve": [[16, 40.5], [32, 38.0], ..., [1040, 9.8]]}
 /// with every key of a mode required, "default" required in both rate maps, rates > 0, the
-/// microseconds >= 0.
+/// microseconds >= 0; "reuse_curve" (optional) is [MiB, GB/s] pairs, sizes strictly ascending,
+/// rates > 0, at least 2 points.
 Result<HwProfile> parse_hw_profile(const std::string& json_text, const std::string& source);
 
 /// Reads and parses the profile file at `path`.

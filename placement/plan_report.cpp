@@ -134,9 +134,12 @@ std::string format_dry_run(const CostModel& cm, const PlanOptions& opt, const st
   for (const auto& b : baselines) all.push_back(&b);
   if (const CpuDecodeMode* c = cm.cpu_calibration())
     o += fmt("\nall-CPU decode calibrated (%s activations, profile cpu_decode): token %.1f us + %d x layer %.1f us, "
-             "attention %.2f GFLOP/s at position %lld, weights %.0f%% cache-resident (LLC %.0f MiB)\n",
+             "attention %.2f GFLOP/s at position %lld, reads cache-served: non-routed %.0f%%, experts %.0f%% (%s)\n",
              in.activations.c_str(), c->token_us, in.shape->n_layers, c->layer_us, c->attn_gflops,
-             (long long)in.decode_position, 100 * cm.hot_fraction(), double(hw.cpu_decode.llc_bytes) / kMiB);
+             (long long)in.decode_position, 100 * cm.hot_shares().non_routed, 100 * cm.hot_shares().routed,
+             hw.cpu_decode.reuse_curve.size() >= 2
+                 ? "measured reuse curve"
+                 : fmt("no reuse curve in the profile: reported LLC %.0f MiB", double(hw.cpu_decode.llc_bytes) / kMiB).c_str());
   o += "\nPredictions (batch 1)     ";
   for (auto* a : all) o += fmt("%18s", a->plan.policy.c_str());
   o += "\n";

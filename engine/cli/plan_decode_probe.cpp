@@ -121,6 +121,15 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
     const double hot = f32r.hot_gbps.count(type) ? f32r.hot_gbps.at(type) : cold;
     f.cold_gbps[type] = (type == "F32" || type == "F16" || type == "BF16") ? cold : std::min(hot, cold);
   }
+  // 1b. The reuse curve from the hot matrix size to the cold buffer's (what decides hot vs cold,
+  // instead of the OS-reported LLC: cost_model.h cache_hit_share).
+  {
+    const auto t0 = Clock::now();
+    DS4_TRY(prof.reuse_curve, probe_reuse_curve(threads, ro.hot_bytes, std::max<int64_t>(o.cold_mib << 20, 4 * llc), 0.05));
+    rep += fmt("  reuse curve (%.1f s), read GB/s of repeated passes over MiB:", std::chrono::duration<double>(Clock::now() - t0).count());
+    for (const ReusePoint& pt : prof.reuse_curve) rep += fmt(" %.0f:%.1f", pt.bytes / (1 << 20), pt.gbps);
+    rep += "\n";
+  }
   rep += fmt("  matmul rates (%.1f s; hot matrix %.0f MiB, cold buffer %.0f MiB), GB/s of weights:\n",
              q8r.seconds + f32r.seconds, double(ro.hot_bytes >> 20), double(std::max<int64_t>(o.cold_mib << 20, 4 * llc) >> 20));
   for (const auto& [name, m] : prof.modes) {
@@ -155,7 +164,7 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
       DS4_TRY(auto session, Session::create(m));
       Session& s = *session;
       const CpuDecodeMode& cal = prof.modes.at(mode);
-      const double hot = cache_resident_fraction(llc, cpu_working_set_bytes(pm.sizes));
+      const CpuHotShares hot = cpu_hot_shares(prof, pm.shape, pm.sizes);
       for (int64_t depth : depths) {
         std::vector<int32_t> prompt(static_cast<size_t>(depth));
         for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % 512);

@@ -7,6 +7,9 @@
 //     f32-mode cold rates are derived, not measured: F32/F16/BF16 take the same path in both modes
 //     (their q8 cold rate), a quantized type decodes at most as fast as in cache and streams at most
 //     as fast as its q8 kernel does: min(hot f32, cold q8).
+//  1b. the reuse curve (placement/cpu_rate_probe.h probe_reuse_curve): read rates of repeated
+//     passes over buffers from the hot matrix size to the cold buffer's, which decide the share
+//     of a model's weight reads the caches serve (placement/cost_model.h cache_hit_share).
 //  2. a decode micro-run: two random-weight models written to a temporary folder with make-tiny's
 //     writer (engine/tiny_model.h; dim 256, 16 heads x 512, window 128, indexer top-64, Q8_0
 //     experts; 6 and 3 layers), each decoded through the Session API at context depths 8 and

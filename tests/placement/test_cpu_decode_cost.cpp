@@ -165,7 +165,7 @@ TEST(CpuDecodeCost, CalibratedAllCpuStepIsTheSumOfItsTerms) {
   EXPECT_NEAR(p.dense_s + p.moe_s, bytes / 4e9, 1e-12);
   EXPECT_EQ(p.sync_s, 0.0);  // layer_overhead_us and the expert latency are replaced by the fit
   EXPECT_NEAR(p.decode_step_s, 100e-6 + 900e-6 + flops / 2e9 + bytes / 4e9, 1e-12);
-  EXPECT_NEAR(cpu_decode_matvec_seconds(f.shape, f.sizes, m, 0.0), bytes / 4e9, 1e-12);
+  EXPECT_NEAR(cpu_decode_matvec_seconds(f.shape, f.sizes, m, CpuHotShares{}), bytes / 4e9, 1e-12);
   // A mode the profile lacks falls back to the uncalibrated model.
   CostInputs in = f.inputs(99);
   in.activations = "f32";
@@ -189,7 +189,9 @@ TEST(CpuDecodeCost, HotAndColdBlendByWorkingSet) {
   f.hw.cpu_decode.llc_bytes = ws / 2;  // half of it cached: 0.5 / 8 + 0.5 / 2 = 0.3125 s per GB
   f.hw.cpu_decode.modes["q8"] = m;
   CostModel cm(f.inputs(0));
-  EXPECT_DOUBLE_EQ(cm.hot_fraction(), double(ws / 2) / double(ws));
+  // No reuse curve in the profile: the reported LLC decides, one share for every weight.
+  EXPECT_DOUBLE_EQ(cm.hot_shares().non_routed, double(ws / 2) / double(ws));
+  EXPECT_DOUBLE_EQ(cm.hot_shares().routed, double(ws / 2) / double(ws));
   double bytes = 0;
   for (const auto& t : f.sizes.tensors)
     if (t.read_per_token && t.cls != TensorClass::ExpertGateUp && t.cls != TensorClass::ExpertDown) bytes += double(t.bytes);
@@ -197,8 +199,91 @@ TEST(CpuDecodeCost, HotAndColdBlendByWorkingSet) {
   auto plan = make_plan(cm, f.opt, Policy::AllCpu);
   ASSERT_TRUE(plan.ok());
   const Prediction p = cm.predict(plan.value());
-  const double hf = cm.hot_fraction();
+  const double hf = cm.hot_shares().non_routed;
   EXPECT_NEAR(p.dense_s + p.moe_s, bytes * (hf / 8e9 + (1 - hf) / 2e9), 1e-12);
+}
+
+TEST(CpuDecodeCost, CacheHitShareFromAMeasuredCurve) {
+  // 1 MiB at 40 GB/s (all hits), 4 MiB at 20, 16 MiB at 10 (DRAM): t = 0.025, 0.05, 0.1 ns/B.
+  const double M = 1024.0 * 1024.0;
+  const std::vector<ReusePoint> c = {{1 * M, 40}, {4 * M, 20}, {16 * M, 10}};
+  EXPECT_DOUBLE_EQ(cache_hit_share(c, 0.5 * M), 1.0);  // below the first point: all hits
+  EXPECT_DOUBLE_EQ(cache_hit_share(c, 1 * M), 1.0);
+  EXPECT_DOUBLE_EQ(cache_hit_share(c, 16 * M), 0.0);   // the last point: all DRAM
+  EXPECT_DOUBLE_EQ(cache_hit_share(c, 64 * M), 0.0);   // beyond it
+  // 4 MiB: t = 0.05 = h * 0.025 + (1 - h) * 0.1 -> h = 0.05 / 0.075 = 2/3.
+  EXPECT_NEAR(cache_hit_share(c, 4 * M), 2.0 / 3.0, 1e-12);
+  // 2 MiB: halfway in log(size) between 1 and 4 MiB: t = (0.025 + 0.05) / 2 = 0.0375 -> h = 0.0625 / 0.075.
+  EXPECT_NEAR(cache_hit_share(c, 2 * M), 0.0625 / 0.075, 1e-12);
+  // 8 MiB: t = (0.05 + 0.1) / 2 = 0.075 -> h = 0.025 / 0.075 = 1/3.
+  EXPECT_NEAR(cache_hit_share(c, 8 * M), 1.0 / 3.0, 1e-12);
+  // A flat curve: the caches do not help, the hot rates stand.
+  EXPECT_DOUBLE_EQ(cache_hit_share({{1 * M, 10}, {16 * M, 10}}, 8 * M), 1.0);
+  EXPECT_DOUBLE_EQ(cache_hit_share({{1 * M, 10}}, 8 * M), 0.0);  // no curve
+}
+
+TEST(CpuDecodeCost, ReuseBytesOfNonRoutedAndRoutedWeights) {
+  // 100 B non-routed, 800 B of experts, p = 1/8. Non-routed (q = 1): 100 + 800 * (1 - 7/8) = 200.
+  EXPECT_NEAR(decode_reuse_bytes(100, 800, 0.125, 1.0), 200.0, 1e-12);
+  // An expert (q = p, n = 8 tokens): 100 + 800 * (1 - (7/8)^8) = 100 + 800 * 0.656391... = 625.1129...
+  EXPECT_NEAR(decode_reuse_bytes(100, 800, 0.125, 0.125), 100 + 800 * (1 - 5764801.0 / 16777216.0), 1e-9);
+  // Every expert every token (p = 1): everything in between, at any q.
+  EXPECT_NEAR(decode_reuse_bytes(100, 800, 1.0, 1.0), 900.0, 1e-12);
+}
+
+TEST(CpuDecodeCost, ReuseCurveDecidesTheSharesNotTheReportedLlc) {
+  // A profile whose OS-reported LLC holds the whole model (the old blend: all hot), but whose
+  // measured curve falls to DRAM rates below the model's reuse distances.
+  AllCpu f;
+  CpuDecodeMode m;
+  m.hot_gbps = {{"default", 8.0}};
+  m.cold_gbps = {{"default", 2.0}};
+  m.attn_gflops = 1e6;
+  const int64_t ws = cpu_working_set_bytes(f.sizes);
+  f.hw.cpu_decode.llc_bytes = 4 * ws;
+  f.hw.cpu_decode.modes["q8"] = m;
+  double non_routed = 0, routed = 0;
+  for (const auto& t : f.sizes.tensors) {
+    if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) routed += double(t.bytes);
+    else if (t.read_per_token) non_routed += double(t.bytes);
+  }
+  // top_k = n_experts = 4 here: p = 1, every weight's reuse distance is the whole working set.
+  ASSERT_DOUBLE_EQ(non_routed + routed, double(ws));
+  {
+    CostModel cm(f.inputs(0));
+    EXPECT_DOUBLE_EQ(cm.hot_shares().non_routed, 1.0);  // no curve: llc >= working set
+  }
+  // Curve: hits up to ws / 4, DRAM from ws / 2 on.
+  f.hw.cpu_decode.reuse_curve = {{double(ws) / 4, 16.0}, {double(ws) / 2, 2.0}, {double(ws), 2.0}};
+  CostModel cm(f.inputs(0));
+  EXPECT_DOUBLE_EQ(cm.hot_shares().non_routed, 0.0);
+  EXPECT_DOUBLE_EQ(cm.hot_shares().routed, 0.0);
+  auto plan = make_plan(cm, f.opt, Policy::AllCpu);
+  ASSERT_TRUE(plan.ok());
+  const Prediction p = cm.predict(plan.value());
+  double bytes = non_routed;
+  for (int l = 0; l < 3; ++l) bytes += 4.0 * double(f.sizes.expert_bytes[size_t(l)]);
+  EXPECT_NEAR(p.dense_s + p.moe_s, bytes / 2e9, 1e-12);  // all at the cold rate
+  // Non-routed and routed shares differ when experts are sparse: 8 experts top-2 (p = 1/4).
+  {
+    ModelShape s = f.shape;
+    s.n_experts = 8;
+    s.top_k = 2;
+    const ModelSizes sz = compute_model_sizes(s, f.mix).value();
+    double nr = 0, ro = 0;
+    for (const auto& t : sz.tensors) {
+      if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) ro += double(t.bytes);
+      else if (t.read_per_token) nr += double(t.bytes);
+    }
+    CpuDecodeProfile prof;
+    // t_first = 1/16, t_last = 1/2, a point exactly at each reuse distance (expected shares 0.8, 0.2).
+    const double d_nr = nr + ro * 0.25, d_ro = nr + ro * (1 - std::pow(0.75, 4.0));
+    const double t_nr = 0.8 / 16 + 0.2 / 2, t_ro = 0.2 / 16 + 0.8 / 2;
+    prof.reuse_curve = {{d_nr / 2, 16.0}, {d_nr, 1 / t_nr}, {d_ro, 1 / t_ro}, {d_ro * 2, 2.0}};
+    const CpuHotShares h = cpu_hot_shares(prof, s, sz);
+    EXPECT_NEAR(h.non_routed, 0.8, 1e-9);
+    EXPECT_NEAR(h.routed, 0.2, 1e-9);
+  }
 }
 
 json profile_with(const json& cpu_decode) {
@@ -242,6 +327,21 @@ TEST(CpuDecodeProfile, OldProfilesHaveNoneAndNewOnesRoundTrip) {
   EXPECT_EQ(q->cpu_decode.llc_bytes, p->cpu_decode.llc_bytes);
 }
 
+TEST(CpuDecodeProfile, ReuseCurveRoundTripsInMiB) {
+  json j = good_cpu_decode();
+  j["reuse_curve"] = json::parse("[[16, 40.5], [32, 30], [1024, 9.5]]");
+  auto p = parse_hw_profile(profile_with(j).dump(), "curve.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->cpu_decode.reuse_curve.size(), 3u);
+  EXPECT_DOUBLE_EQ(p->cpu_decode.reuse_curve[1].bytes, 32.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(p->cpu_decode.reuse_curve[2].gbps, 9.5);
+  auto q = parse_hw_profile(hw_profile_to_json(p.value()), "again.json");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  ASSERT_EQ(q->cpu_decode.reuse_curve.size(), 3u);
+  EXPECT_DOUBLE_EQ(q->cpu_decode.reuse_curve[0].bytes, 16.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(q->cpu_decode.reuse_curve[0].gbps, 40.5);
+}
+
 TEST(CpuDecodeProfile, BadCalibrationsNamed) {
   auto err = [](json cd) {
     auto r = parse_hw_profile(profile_with(cd).dump(), "p.json");
@@ -265,6 +365,15 @@ TEST(CpuDecodeProfile, BadCalibrationsNamed) {
   j = good_cpu_decode();
   j["modes"] = json::object();
   EXPECT_NE(err(j).find("at least one"), std::string::npos) << err(j);
+  j = good_cpu_decode();
+  j["reuse_curve"] = json::parse("[[32, 10], [16, 20]]");
+  EXPECT_NE(err(j).find("reuse_curve[1]: expected sizes strictly ascending"), std::string::npos) << err(j);
+  j["reuse_curve"] = json::parse("[[16, 10]]");
+  EXPECT_NE(err(j).find("reuse_curve: expected at least 2 points, found 1"), std::string::npos) << err(j);
+  j["reuse_curve"] = json::parse("[[16, 10], [32, 0]]");
+  EXPECT_NE(err(j).find("reuse_curve[1]: expected a positive size and a positive rate"), std::string::npos) << err(j);
+  j["reuse_curve"] = json::parse("[[16, 10], 32]");
+  EXPECT_NE(err(j).find("reuse_curve[1]: expected a pair [MiB, GB/s]"), std::string::npos) << err(j);
 }
 
 }  // namespace
