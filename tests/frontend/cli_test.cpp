@@ -3,11 +3,16 @@
 // error per bad input.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -597,6 +602,55 @@ TEST_F(Cli, ConvertInterruptedLeavesNothing) {
       EXPECT_NE(r.text.find(to == "gguf" ? "MiB written" : "wrote model-00001"), std::string::npos) << r.text;
       EXPECT_EQ(names_in(dir_), before) << sig << " " << to << ": " << r.text;
     }
+  }
+}
+
+// plan --probe: SIGINT/SIGTERM while the temporary NVMe probe file exists removes it. The
+// DS4_TEST_PROBE_STALL hook names the file on stderr and waits for the signal once it is created;
+// the test forks the program itself (a shell's background job would ignore SIGINT) and signals it
+// as soon as the line appears.
+TEST_F(Cli, ProbeInterruptedLeavesNothing) {
+  const fs::path probe = dir_ / "probe";
+  fs::create_directories(probe);
+  write(probe / "keep.txt", "x");
+  const auto before = names_in(probe);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const fs::path log = dir_ / ("probe-" + std::to_string(sig) + ".log");
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::setenv("DS4_TEST_PROBE_STALL", "1", 1);
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(DS4_OFFLOAD_EXE, DS4_OFFLOAD_EXE, "plan", "--probe", "--probe-dir", probe.c_str(), "--probe-mem-mib", "16",
+              "--probe-nvme-mib", "8", "--probe-h2d-mib", "0", "--probe-decode", "0", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    auto text = [&] {
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    const std::string want = "probe file " + probe.string() + "/ds4-probe-";
+    bool reached = false;
+    int st = 0;
+    bool exited = false;
+    for (int i = 0; i < 1200 && !reached && !exited; ++i) {  // up to 120 s (sanitizer builds, busy machine)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      reached = text().find(want) != std::string::npos;
+      exited = ::waitpid(pid, &st, WNOHANG) == pid;
+    }
+    if (!exited) {
+      ::kill(pid, sig);
+      ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    }
+    EXPECT_TRUE(reached) << sig << ": " << text();  // the file existed when the signal came
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == sig) << sig << ": status " << st << "\n" << text();
+    EXPECT_EQ(names_in(probe), before) << sig << ": " << text();
   }
 }
 
