@@ -355,6 +355,16 @@ TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
   expect("plan -m " + f + " --stats " + q + " --dry-run", "routing statistics '" + fifo.string() + "': expected a regular file");
   expect("run -m " + f + " -p x --plan " + q, "expected a regular file, found a FIFO");
   expect("calibrate -m " + f + " --prompts /dev/zero -o '" + (dir_ / "s.json").string() + "'", "found a character device");
+  // A checkpoint folder's config.json that is a FIFO (the shards linked from the fixture).
+  const fs::path ck_src = test::fixtures_dir() / "dsv4-tiny";
+  if (fs::exists(ck_src / "model.safetensors.index.json")) {
+    const fs::path ck = dir_ / "ck";
+    fs::create_directories(ck);
+    for (const auto& e : fs::directory_iterator(ck_src))
+      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), ck / e.path().filename());
+    ASSERT_EQ(std::system(("mkfifo '" + (ck / "config.json").string() + "'").c_str()), 0);
+    expect("inspect --validate '" + ck.string() + "'", "config '" + (ck / "config.json").string() + "': expected a regular file, found a FIFO");
+  }
   // Size limits, from the file size (a sparse file: no disk used) and from an endless stdin.
   const fs::path big = dir_ / "big.txt";
   { std::ofstream(big) << "1"; }
