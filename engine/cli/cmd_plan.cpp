@@ -232,7 +232,10 @@ int run() {
       hw.description += " All-CPU decode calibration (cpu_decode): measured by the plan --probe micro-run.";
     }
     hw_source = "probed (plan --probe)";
-    if (!args.dry_run && args.json.empty()) return write_profile(hw);
+    if (!args.dry_run && args.json.empty()) {
+      if (auto w = check_stdout("the probe results"); !w) return fail(w.error().message);
+      return write_profile(hw);
+    }
   }
   ModelShape shape;
   QuantMix mix;

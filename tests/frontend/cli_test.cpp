@@ -416,7 +416,9 @@ TEST_F(Cli, WriteErrorsAreReported) {
   const std::string exe = std::string("'") + DS4_OFFLOAD_EXE + "' ";
   const std::string f = "'" + fixture_gguf().string() + "'";
   for (const std::string& args : std::vector<std::string>{"bench -m " + f + " -p 4 -n 2 -r 1", "plan -m " + f + " --dry-run",
-                                  "inspect " + f, "inspect --json " + f, "bench --probe --probe-mib 8"}) {
+                                  "inspect " + f, "inspect --json " + f, "bench --probe --probe-mib 8",
+                                  "plan --probe --probe-mem-mib 16 --probe-nvme-mib 8 --probe-h2d-mib 0 --probe-decode 0 --probe-dir '" +
+                                      dir_.string() + "'"}) {
     const std::string cmd = exe + args + " > /dev/full 2>/dev/null";
     EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
   }
