@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ds4/file_io.h"
 #include "engine/official_checkpoint.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/safetensors.h"
@@ -187,11 +188,14 @@ Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const s
   if (rep.blocks_exact != rep.blocks)
     return Error{out_dir + ": " + std::to_string(rep.blocks - rep.blocks_exact) + " of " + std::to_string(rep.blocks) +
                  " blocks decode differently after the cast (a bug: the range checks passed)"};
-  std::ofstream(fs::path(out_dir) / "model.safetensors.index.json")
-      << json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(1) << "\n";
+  // Every small file is written checked (a full disk is an error, not a truncated JSON file).
+  auto write_small = [&](const std::string& name, const std::string& text) {
+    return write_file_atomic((fs::path(out_dir) / name).string(), text, "convert output");
+  };
+  DS4_TRY_VOID(write_small("model.safetensors.index.json",
+                           json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(1) + "\n"));
   // config.json: quantization_config -> ModelOpt NVFP4, the FP8 block config kept.
-  std::ifstream cf(fs::path(ck.folder()) / "config.json");
-  if (!cf) return Error{ck.folder() + "/config.json: cannot read"};
+  DS4_TRY(const std::string cf, read_file_bounded((fs::path(ck.folder()) / "config.json").string(), kMaxJsonBytes, "config.json"));
   json cfg;
   try {
     cfg = json::parse(cf);
@@ -202,18 +206,20 @@ Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const s
   json q = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}, {"ignore", ignore}};
   if (cfg.contains("quantization_config")) q["fp8_dense"] = cfg["quantization_config"];
   cfg["quantization_config"] = q;
-  std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
-  std::ofstream(fs::path(out_dir) / "hf_quant_config.json")
-      << json{{"producer", {{"name", "ds4-offload convert"}, {"version", "0.1.0"}}},
-              {"quantization", {{"quant_algo", "NVFP4"}, {"kv_cache_quant_algo", nullptr}, {"group_size", 16}, {"exclude_modules", ignore}}}}
-             .dump(2)
-      << "\n";
+  DS4_TRY_VOID(write_small("config.json", cfg.dump(2) + "\n"));
+  DS4_TRY_VOID(write_small(
+      "hf_quant_config.json",
+      json{{"producer", {{"name", "ds4-offload convert"}, {"version", "0.1.0"}}},
+           {"quantization", {{"quant_algo", "NVFP4"}, {"kv_cache_quant_algo", nullptr}, {"group_size", 16}, {"exclude_modules", ignore}}}}
+              .dump(2) +
+          "\n"));
   for (const auto& e : fs::directory_iterator(ck.folder(), ec)) {
     const std::string n = e.path().filename().string();
     if (!e.is_regular_file() || ends_with(n, ".safetensors") || n == "model.safetensors.index.json" || n == "config.json" ||
         n == "hf_quant_config.json" || n == "README.md" || ends_with(n, ".gguf") || e.file_size() > (64u << 20))
       continue;
     fs::copy_file(e.path(), fs::path(out_dir) / n, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Error{out_dir + "/" + n + ": copying from the source folder failed: " + ec.message()};
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;

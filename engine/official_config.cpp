@@ -2,10 +2,10 @@
 #include "engine/official_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "ds4/file_io.h"
 
 namespace ds4 {
 
@@ -51,13 +51,10 @@ constexpr ConfigKeyMap kFloatKeys[] = {
     {"hc_eps", "hyper_connection.epsilon"},
 };
 
+/// Reads and parses one JSON file of a checkpoint folder: a regular file of at most kMaxJsonBytes
+/// (DeepSeek-V4-Flash's largest, tokenizer.json, is ~8 MB), checked before it is opened.
 Result<json> read_json(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Error{path + ": cannot read " + what};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string s = ss.str();
-  if (s.size() > 256u << 20) return Error{path + ": " + std::to_string(s.size()) + " bytes; expected at most 256 MiB"};
+  DS4_TRY(const std::string s, read_file_bounded(path, kMaxJsonBytes, what));
   try {
     return json::parse(s);
   } catch (const json::exception& e) {

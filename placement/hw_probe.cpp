@@ -147,8 +147,13 @@ Result<NvmeProbe> probe_nvme(const HwProbeOptions& o) {
   path = tmpl.data();
   struct Remove {
     std::string p;
-    ~Remove() { ::unlink(p.c_str()); }
-  } remove_file{path};
+    const std::function<void(const std::string&, bool)>& hook;
+    ~Remove() {
+      if (hook) hook(p, false);
+      ::unlink(p.c_str());
+    }
+  } remove_file{path, o.on_temp_file};
+  if (o.on_temp_file) o.on_temp_file(path, true);
   const size_t chunk = size_t(4) << 20;
   const uint64_t bytes = (uint64_t(o.nvme_bytes) / chunk) * chunk;
   std::vector<uint8_t> data(chunk);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct HwProbeOptions {
   int repeats = 3;                          ///< timed passes, best kept (STREAM convention)
   int64_t nvme_bytes = int64_t(256) << 20;  ///< temporary file size (>= 8 MiB); 0 = skip NVMe
   std::string nvme_dir = ".";               ///< where the temporary file is written (then deleted)
+  /// Called with the temporary file's path right after it is created (created = true) and right
+  /// before the probe unlinks it (created = false); the CLI registers the path for removal on
+  /// SIGINT/SIGTERM (engine/cli/temp_cleanup.h). Empty = not called.
+  std::function<void(const std::string& path, bool created)> on_temp_file;
   int64_t h2d_bytes = int64_t(256) << 20;   ///< bytes per timed H2D copy; 0 = skip GPUs
   /// ggml types whose CPU expert matvec rate is measured (those the CPU kernels cannot quantize or
   /// dot with Q8_1 are skipped); empty = none (CPU expert rate estimated as 50% of read).

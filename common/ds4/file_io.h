@@ -73,7 +73,8 @@ inline Result<std::string> read_file_bounded(const std::string& path, uint64_t m
                                              bool allow_stdin = false) {
   int fd = -1;
   const bool is_stdin = allow_stdin && path == "-";
-  const std::string name = is_stdin ? std::string("-' (standard input") : path;
+  // "<what> '-' (standard input)" or "<what> '<path>'", in the read errors.
+  const std::string label = what + " '" + (is_stdin ? std::string("-' (standard input)") : path + "'");
   struct stat pst {};
   // With allow_stdin, a pipe is read like standard input (`-f <(cmd)`, /dev/fd/N): opened without
   // blocking (a FIFO with no writer reads as empty instead of hanging), then read to the limit.
@@ -108,12 +109,12 @@ inline Result<std::string> read_file_bounded(const std::string& path, uint64_t m
       if (errno == EINTR) continue;
       const int e = errno;
       if (!is_stdin) ::close(fd);
-      return Error{what + " '" + name + (is_stdin ? ")" : "") + "': read failed (" + std::strerror(e) + ")"};
+      return Error{label + ": read failed (" + std::strerror(e) + ")"};
     }
     if (n == 0) break;
     if (out.size() + size_t(n) > max_bytes) {
       if (!is_stdin) ::close(fd);
-      return Error{what + " '" + name + (is_stdin ? ")" : "") + "': more than the limit of " +
+      return Error{label + ": more than the limit of " +
                    byte_limit_str(max_bytes) + " (the input does not end)"};
     }
     out.append(buf, size_t(n));

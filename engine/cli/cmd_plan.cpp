@@ -39,12 +39,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+
+#include <unistd.h>
 
 #include "engine/official_checkpoint.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/cli/plan_decode_probe.h"
+#include "engine/cli/temp_cleanup.h"
 #include "gguf/gguf_file.h"
 #include "kernels/quant/ggml_type.h"
 #include "placement/gguf_sizes.h"
@@ -195,6 +199,22 @@ int run() {
     po.nvme_bytes = args.probe_nvme_mib << 20;
     po.nvme_dir = args.probe_dir;
     po.h2d_bytes = args.probe_h2d_mib << 20;
+    // The temporary NVMe file is removed on SIGINT/SIGTERM too (the probe removes it otherwise).
+    // Test hook: DS4_TEST_PROBE_STALL set = name the file and sleep until a signal once it exists
+    // (tests/frontend/cli_test.cpp interrupts it there).
+    int temp_slot = -1;
+    po.on_temp_file = [&temp_slot](const std::string& path, bool created) {
+      if (!created) {
+        temp_cleanup_remove(temp_slot);
+        temp_slot = -1;
+        return;
+      }
+      temp_slot = temp_cleanup_add(path, /*is_dir=*/false);
+      if (std::getenv("DS4_TEST_PROBE_STALL") != nullptr) {
+        std::fprintf(stderr, "ds4-offload plan: probe file %s\n", path.c_str());
+        for (;;) ::pause();
+      }
+    };
     auto r = probe_hw_profile(po);
     if (!r) return fail(r.error().message);
     std::fputs(format_probe(r.value()).c_str(), stdout);
@@ -212,7 +232,10 @@ int run() {
       hw.description += " All-CPU decode calibration (cpu_decode): measured by the plan --probe micro-run.";
     }
     hw_source = "probed (plan --probe)";
-    if (!args.dry_run && args.json.empty()) return write_profile(hw);
+    if (!args.dry_run && args.json.empty()) {
+      if (auto w = check_stdout("the probe results"); !w) return fail(w.error().message);
+      return write_profile(hw);
+    }
   }
   ModelShape shape;
   QuantMix mix;

@@ -3,11 +3,16 @@
 // error per bad input.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -350,6 +355,16 @@ TEST_F(Cli, InputsAreBoundedAndNonRegularFilesRefused) {
   expect("plan -m " + f + " --stats " + q + " --dry-run", "routing statistics '" + fifo.string() + "': expected a regular file");
   expect("run -m " + f + " -p x --plan " + q, "expected a regular file, found a FIFO");
   expect("calibrate -m " + f + " --prompts /dev/zero -o '" + (dir_ / "s.json").string() + "'", "found a character device");
+  // A checkpoint folder's config.json that is a FIFO (the shards linked from the fixture).
+  const fs::path ck_src = test::fixtures_dir() / "dsv4-tiny";
+  if (fs::exists(ck_src / "model.safetensors.index.json")) {
+    const fs::path ck = dir_ / "ck";
+    fs::create_directories(ck);
+    for (const auto& e : fs::directory_iterator(ck_src))
+      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), ck / e.path().filename());
+    ASSERT_EQ(std::system(("mkfifo '" + (ck / "config.json").string() + "'").c_str()), 0);
+    expect("inspect --validate '" + ck.string() + "'", "config '" + (ck / "config.json").string() + "': expected a regular file, found a FIFO");
+  }
   // Size limits, from the file size (a sparse file: no disk used) and from an endless stdin.
   const fs::path big = dir_ / "big.txt";
   { std::ofstream(big) << "1"; }
@@ -401,7 +416,9 @@ TEST_F(Cli, WriteErrorsAreReported) {
   const std::string exe = std::string("'") + DS4_OFFLOAD_EXE + "' ";
   const std::string f = "'" + fixture_gguf().string() + "'";
   for (const std::string& args : std::vector<std::string>{"bench -m " + f + " -p 4 -n 2 -r 1", "plan -m " + f + " --dry-run",
-                                  "inspect " + f, "inspect --json " + f, "bench --probe --probe-mib 8"}) {
+                                  "inspect " + f, "inspect --json " + f, "bench --probe --probe-mib 8",
+                                  "plan --probe --probe-mem-mib 16 --probe-nvme-mib 8 --probe-h2d-mib 0 --probe-decode 0 --probe-dir '" +
+                                      dir_.string() + "'"}) {
     const std::string cmd = exe + args + " > /dev/full 2>/dev/null";
     EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
   }
@@ -597,6 +614,55 @@ TEST_F(Cli, ConvertInterruptedLeavesNothing) {
       EXPECT_NE(r.text.find(to == "gguf" ? "MiB written" : "wrote model-00001"), std::string::npos) << r.text;
       EXPECT_EQ(names_in(dir_), before) << sig << " " << to << ": " << r.text;
     }
+  }
+}
+
+// plan --probe: SIGINT/SIGTERM while the temporary NVMe probe file exists removes it. The
+// DS4_TEST_PROBE_STALL hook names the file on stderr and waits for the signal once it is created;
+// the test forks the program itself (a shell's background job would ignore SIGINT) and signals it
+// as soon as the line appears.
+TEST_F(Cli, ProbeInterruptedLeavesNothing) {
+  const fs::path probe = dir_ / "probe";
+  fs::create_directories(probe);
+  write(probe / "keep.txt", "x");
+  const auto before = names_in(probe);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const fs::path log = dir_ / ("probe-" + std::to_string(sig) + ".log");
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::setenv("DS4_TEST_PROBE_STALL", "1", 1);
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(DS4_OFFLOAD_EXE, DS4_OFFLOAD_EXE, "plan", "--probe", "--probe-dir", probe.c_str(), "--probe-mem-mib", "16",
+              "--probe-nvme-mib", "8", "--probe-h2d-mib", "0", "--probe-decode", "0", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    auto text = [&] {
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    const std::string want = "probe file " + probe.string() + "/ds4-probe-";
+    bool reached = false;
+    int st = 0;
+    bool exited = false;
+    for (int i = 0; i < 1200 && !reached && !exited; ++i) {  // up to 120 s (sanitizer builds, busy machine)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      reached = text().find(want) != std::string::npos;
+      exited = ::waitpid(pid, &st, WNOHANG) == pid;
+    }
+    if (!exited) {
+      ::kill(pid, sig);
+      ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    }
+    EXPECT_TRUE(reached) << sig << ": " << text();  // the file existed when the signal came
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == sig) << sig << ": status " << st << "\n" << text();
+    EXPECT_EQ(names_in(probe), before) << sig << ": " << text();
   }
 }
 
