@@ -31,25 +31,39 @@ constexpr int kL = quant::kDotF32Lanes;
 #define DS4_T2 __attribute__((target("avx2,fma,f16c")))
 #define DS4_T5 __attribute__((target("avx512f")))
 
-// ---- weight loaders: 8 (ymm) or 16 (zmm) FP32 values from element offset i of a row ----------
+// ---- weight loaders: 8 (ymm, kY) or 16 (zmm) FP32 values from element offset i of a row -------
 struct LoadF32 {
   static constexpr int kBlock = 1;
   static constexpr int kSize = 4;
-  DS4_T2 static __m256 y(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static constexpr bool kY = true;
+  DS4_T2 static __m256 y(const uint8_t* r, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(r) + i); }
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    for (int j = 0; j < 4; ++j) v[j] = y(r, i + 8 * j);
+  }
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(r) + i); }
 };
 struct LoadF16 {
   static constexpr int kBlock = 1;
   static constexpr int kSize = 2;
-  DS4_T2 static __m256 y(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static constexpr bool kY = true;
+  DS4_T2 static __m256 y(const uint8_t* r, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * i)));
+  }
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    for (int j = 0; j < 4; ++j) v[j] = y(r, i + 8 * j);
+  }
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * i))); }
 };
 struct LoadBF16 {
   static constexpr int kBlock = 1;
   static constexpr int kSize = 2;
-  DS4_T2 static __m256 y(const uint8_t* p) {
-    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  static constexpr bool kY = true;
+  DS4_T2 static __m256 y(const uint8_t* r, int64_t i) {
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  }
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    for (int j = 0; j < 4; ++j) v[j] = y(r, i + 8 * j);
   }
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
     const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * i)));
@@ -57,12 +71,24 @@ struct LoadBF16 {
   }
 };
 
-// Block types (AVX-512 only; i is a multiple of 16, blocks hold 32 or 128 elements, so a row never
-// has a partial chunk). Each value is the scalar decode's (kernels/quant/decode.h): an exact
-// integer/grid value converted to FP32, times the block scale, rounded once.
+// Block types (i is a multiple of 16 (zmm) or 8 (ymm: Q8_0 and MXFP4 only, kY), blocks hold 32 or
+// 128 elements, so a row never has a partial chunk). Each value is the scalar decode's
+// (kernels/quant/decode.h): an exact integer/grid value converted to FP32, times the block scale,
+// rounded once.
 struct LoadQ8_0 {  // float(qs[j]) * fp16(d)
   static constexpr int kBlock = 32;
   static constexpr int kSize = 0;
+  static constexpr bool kY = true;
+  /// ymm: the block's 32 values (i % 32 == 0) as four vectors: int8 -> int32 -> FP32 (exact),
+  /// times the scale (F16C: exact, as fp16_to_f32; a NaN scale gives the same quiet NaN product).
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(r) + i / 32;
+    uint16_t dh;
+    std::memcpy(&dh, &b->d, 2);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+    for (int j = 0; j < 4; ++j)
+      v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * j)))), d);
+  }
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(r) + i / 32;
     const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % 32))));
@@ -72,6 +98,24 @@ struct LoadQ8_0 {  // float(qs[j]) * fp16(d)
 struct LoadMXFP4 {  // float(kvalues_mxfp4[code]) * 2^(e-128); elements 0..15 low nibbles, 16..31 high
   static constexpr int kBlock = 32;
   static constexpr int kSize = 0;
+  static constexpr bool kY = true;
+  /// ymm: the block's 32 values (i % 32 == 0) as four vectors: the int8 values of all 32 codes by
+  /// two pshufb of the 16-entry table, sign-extended and converted (exact), times the scale.
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    const auto* b = reinterpret_cast<const quant::BlockMXFP4*>(r) + i / 32;
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::host_tables::kvalues_mxfp4_u8));
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs)), nib = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(x, nib));                    // elements 0..15
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(x, 4), nib));  // elements 16..31
+    const uint32_t e = b->e, bits = e < 2 ? 0x00200000u << e : (e - 1u) << 23;  // e8m0_to_f32_half
+    float dv;
+    std::memcpy(&dv, &bits, 4);
+    const __m256 d = _mm256_set1_ps(dv);
+    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d);
+    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d);
+    v[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d);
+    v[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d);
+  }
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
     static const float* table = [] {
       static float t[16];
@@ -89,6 +133,7 @@ struct LoadMXFP4 {  // float(kvalues_mxfp4[code]) * 2^(e-128); elements 0..15 lo
 struct LoadF8R128 {  // e4m3(qs[j]) * 2^(e-127)
   static constexpr int kBlock = 128;
   static constexpr int kSize = 0;
+  static constexpr bool kY = false;
   DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockF8R128*>(r) + i / 128;
     const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % 128)));
@@ -142,9 +187,9 @@ DS4_T2 void shared_w_y(const uint8_t* w, const float* const* x, int64_t n, float
   __m256 acc[K][4];
   for (int k = 0; k < K; ++k)
     for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_setzero_ps();
-  auto chunk = [&](const uint8_t* wp, const float* const* xp) DS4_T2 {
+  auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T2 {
     __m256 wv[4];
-    for (int j = 0; j < 4; ++j) wv[j] = L::y(wp + 8 * j * L::kSize);
+    L::y4(wr, wi, wv);
     for (int k = 0; k < K; ++k)
       for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(xp[k] + 8 * j), acc[k][j]);
   };
@@ -152,15 +197,17 @@ DS4_T2 void shared_w_y(const uint8_t* w, const float* const* x, int64_t n, float
   for (; i + kL <= n; i += kL) {
     const float* xp[K];
     for (int k = 0; k < K; ++k) xp[k] = x[k] + i;
-    chunk(w + i * L::kSize, xp);
+    chunk(w, i, xp);
   }
-  if (i < n) {
-    alignas(32) uint8_t wbuf[kL * 4];
-    alignas(32) float xbuf[K][kL];
-    pad_tail<L, K>(w, x, i, n, wbuf, xbuf);
-    const float* xp[K];
-    for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
-    chunk(wbuf, xp);
+  if constexpr (L::kBlock == 1) {
+    if (i < n) {
+      alignas(32) uint8_t wbuf[kL * 4];
+      alignas(32) float xbuf[K][kL];
+      pad_tail<L, K>(w, x, i, n, wbuf, xbuf);
+      const float* xp[K];
+      for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
+      chunk(wbuf, 0, xp);
+    }
   }
   for (int k = 0; k < K; ++k) out[k] = butterfly_y(acc[k]);
 }
@@ -171,27 +218,28 @@ DS4_T2 void shared_x_y(const uint8_t* const* w, const float* x, int64_t n, float
   __m256 acc[K][4];
   for (int k = 0; k < K; ++k)
     for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_setzero_ps();
-  auto chunk = [&](const uint8_t* const* wp, const float* xp) DS4_T2 {
+  auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T2 {
     __m256 xv[4];
     for (int j = 0; j < 4; ++j) xv[j] = _mm256_loadu_ps(xp + 8 * j);
-    for (int k = 0; k < K; ++k)
-      for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(L::y(wp[k] + 8 * j * L::kSize), xv[j], acc[k][j]);
+    for (int k = 0; k < K; ++k) {
+      __m256 wv[4];
+      L::y4(wr[k], wi, wv);
+      for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(wv[j], xv[j], acc[k][j]);
+    }
   };
   int64_t i = 0;
-  for (; i + kL <= n; i += kL) {
-    const uint8_t* wp[K];
-    for (int k = 0; k < K; ++k) wp[k] = w[k] + i * L::kSize;
-    chunk(wp, x + i);
-  }
-  if (i < n) {
-    alignas(32) uint8_t wbuf[K][kL * 4];
-    alignas(32) float xbuf[1][kL];
-    const uint8_t* wp[K];
-    for (int k = 0; k < K; ++k) {
-      pad_tail<L, 1>(w[k], &x, i, n, wbuf[k], xbuf);
-      wp[k] = wbuf[k];
+  for (; i + kL <= n; i += kL) chunk(w, i, x + i);
+  if constexpr (L::kBlock == 1) {
+    if (i < n) {
+      alignas(32) uint8_t wbuf[K][kL * 4];
+      alignas(32) float xbuf[1][kL];
+      const uint8_t* wp[K];
+      for (int k = 0; k < K; ++k) {
+        pad_tail<L, 1>(w[k], &x, i, n, wbuf[k], xbuf);
+        wp[k] = wbuf[k];
+      }
+      chunk(wp, 0, xbuf[0]);
     }
-    chunk(wp, xbuf[0]);
   }
   for (int k = 0; k < K; ++k) out[k] = butterfly_y(acc[k]);
 }
@@ -281,7 +329,7 @@ const float* decoded(GgmlType type, const void* w, int64_t n, int slot) {
 
 template <class L>
 void x4_with(Fam f, const uint8_t* w, const float* const* x, int64_t n, float* out) {
-  if constexpr (L::kBlock == 1) {
+  if constexpr (L::kY) {
     if (f != Fam::Avx512) {
       shared_w_y<L, 2>(w, x, n, out);
       return shared_w_y<L, 2>(w, x + 2, n, out + 2);
@@ -292,7 +340,7 @@ void x4_with(Fam f, const uint8_t* w, const float* const* x, int64_t n, float* o
 
 template <class L>
 void rows4_with(Fam f, const uint8_t* const* w, const float* x, int64_t n, float* out) {
-  if constexpr (L::kBlock == 1) {
+  if constexpr (L::kY) {
     if (f != Fam::Avx512) {
       shared_x_y<L, 2>(w, x, n, out);
       return shared_x_y<L, 2>(w + 2, x, n, out + 2);
@@ -304,7 +352,7 @@ void rows4_with(Fam f, const uint8_t* const* w, const float* x, int64_t n, float
 template <class L>
 float one_with(Fam f, const uint8_t* w, const float* x, int64_t n) {
   float r;
-  if constexpr (L::kBlock == 1) {
+  if constexpr (L::kY) {
     if (f != Fam::Avx512) {
       shared_w_y<L, 1>(w, &x, n, &r);
       return r;
@@ -321,7 +369,7 @@ Fam fused_family(GgmlType type, Fam f) {
     case GgmlType::F16:
     case GgmlType::BF16: return f;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4:
+    case GgmlType::MXFP4: return f;
     case GgmlType::F8_E4M3_R128: return f == Fam::Avx512 ? f : Fam::Scalar;
     default: return Fam::Scalar;
   }
