@@ -15,13 +15,13 @@
 #include <functional>
 #include <list>
 #include <numeric>
-#include <random>
 #include <string>
 
 #include "kernels/comm.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 #include "kernels/quant/act_qdq.h"
+#include "tests/support/random.h"
 #if defined(DS4_CONFORMANCE_CUDA_EMU) || defined(DS4_CONFORMANCE_CUDA)
 #include "kernels/cuda/device_cuda.h"
 #endif
@@ -78,13 +78,7 @@ std::vector<Backend> backends() {
 }
 #endif
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 class Conformance : public ::testing::TestWithParam<Backend> {
  protected:

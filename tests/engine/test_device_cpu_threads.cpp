@@ -6,22 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/rope_table.h"
 #include "kernels/device.h"
+#include "tests/support/random.h"
 
 namespace ds4 {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 /// Bitwise equality of two float vectors (NaN payloads and signed zeros included).
 void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const char* what) {

@@ -135,6 +135,29 @@ struct AllCpu {
   }
 };
 
+/// Weight bytes of `sizes` by kind: the non-routed tensors read every decode token (not the
+/// embedding nor tid2eid) and all routed-expert tensors (gate/up and down).
+struct WeightBytes {
+  double non_routed = 0;
+  double routed = 0;
+};
+WeightBytes weight_bytes(const ModelSizes& sizes) {
+  WeightBytes b;
+  for (const auto& t : sizes.tensors) {
+    if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) b.routed += double(t.bytes);
+    else if (t.read_per_token) b.non_routed += double(t.bytes);
+  }
+  return b;
+}
+
+/// Weight bytes one decode token reads when it computes all 4 experts of each of the 3 layers
+/// (AllCpu's routing: top_k = n_experts = 4): the non-routed bytes plus 4 experts per layer.
+double all_experts_token_bytes(const ModelSizes& sizes) {
+  double bytes = weight_bytes(sizes).non_routed;
+  for (int l = 0; l < 3; ++l) bytes += 4.0 * double(sizes.expert_bytes[size_t(l)]);
+  return bytes;
+}
+
 TEST(CpuDecodeCost, CalibratedAllCpuStepIsTheSumOfItsTerms) {
   AllCpu f;
   CpuDecodeMode m;
@@ -148,10 +171,7 @@ TEST(CpuDecodeCost, CalibratedAllCpuStepIsTheSumOfItsTerms) {
   f.hw.cpu_decode.modes["q8"] = m;
   // Weight bytes per token, summed from the size table here: non-routed tensors read per token
   // (not the embedding nor tid2eid) plus all 4 experts of each of the 3 layers.
-  double bytes = 0;
-  for (const auto& t : f.sizes.tensors)
-    if (t.read_per_token && t.cls != TensorClass::ExpertGateUp && t.cls != TensorClass::ExpertDown) bytes += double(t.bytes);
-  for (int l = 0; l < 3; ++l) bytes += 4.0 * double(f.sizes.expert_bytes[size_t(l)]);
+  const double bytes = all_experts_token_bytes(f.sizes);
   // Attention at pos 99: 16384 (ratio 0) + 27776 (ratio 4) + 1024 * (16 + 0) (ratio 128, 100 / 128 = 0).
   const double flops = 16384.0 + 27776.0 + 16384.0;
   CostModel cm(f.inputs(99));
@@ -192,10 +212,7 @@ TEST(CpuDecodeCost, HotAndColdBlendByWorkingSet) {
   // No reuse curve in the profile: the reported LLC decides, one share for every weight.
   EXPECT_DOUBLE_EQ(cm.hot_shares().non_routed, double(ws / 2) / double(ws));
   EXPECT_DOUBLE_EQ(cm.hot_shares().routed, double(ws / 2) / double(ws));
-  double bytes = 0;
-  for (const auto& t : f.sizes.tensors)
-    if (t.read_per_token && t.cls != TensorClass::ExpertGateUp && t.cls != TensorClass::ExpertDown) bytes += double(t.bytes);
-  for (int l = 0; l < 3; ++l) bytes += 4.0 * double(f.sizes.expert_bytes[size_t(l)]);
+  const double bytes = all_experts_token_bytes(f.sizes);
   auto plan = make_plan(cm, f.opt, Policy::AllCpu);
   ASSERT_TRUE(plan.ok());
   const Prediction p = cm.predict(plan.value());
@@ -242,11 +259,7 @@ TEST(CpuDecodeCost, ReuseCurveDecidesTheSharesNotTheReportedLlc) {
   const int64_t ws = cpu_working_set_bytes(f.sizes);
   f.hw.cpu_decode.llc_bytes = 4 * ws;
   f.hw.cpu_decode.modes["q8"] = m;
-  double non_routed = 0, routed = 0;
-  for (const auto& t : f.sizes.tensors) {
-    if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) routed += double(t.bytes);
-    else if (t.read_per_token) non_routed += double(t.bytes);
-  }
+  const auto [non_routed, routed] = weight_bytes(f.sizes);
   // top_k = n_experts = 4 here: p = 1, every weight's reuse distance is the whole working set.
   ASSERT_DOUBLE_EQ(non_routed + routed, double(ws));
   {
@@ -261,20 +274,14 @@ TEST(CpuDecodeCost, ReuseCurveDecidesTheSharesNotTheReportedLlc) {
   auto plan = make_plan(cm, f.opt, Policy::AllCpu);
   ASSERT_TRUE(plan.ok());
   const Prediction p = cm.predict(plan.value());
-  double bytes = non_routed;
-  for (int l = 0; l < 3; ++l) bytes += 4.0 * double(f.sizes.expert_bytes[size_t(l)]);
-  EXPECT_NEAR(p.dense_s + p.moe_s, bytes / 2e9, 1e-12);  // all at the cold rate
+  EXPECT_NEAR(p.dense_s + p.moe_s, all_experts_token_bytes(f.sizes) / 2e9, 1e-12);  // all at the cold rate
   // Non-routed and routed shares differ when experts are sparse: 8 experts top-2 (p = 1/4).
   {
     ModelShape s = f.shape;
     s.n_experts = 8;
     s.top_k = 2;
     const ModelSizes sz = compute_model_sizes(s, f.mix).value();
-    double nr = 0, ro = 0;
-    for (const auto& t : sz.tensors) {
-      if (t.cls == TensorClass::ExpertGateUp || t.cls == TensorClass::ExpertDown) ro += double(t.bytes);
-      else if (t.read_per_token) nr += double(t.bytes);
-    }
+    const auto [nr, ro] = weight_bytes(sz);
     CpuDecodeProfile prof;
     // t_first = 1/16, t_last = 1/2, a point exactly at each reuse distance (expected shares 0.8, 0.2).
     const double d_nr = nr + ro * 0.25, d_ro = nr + ro * (1 - std::pow(0.75, 4.0));
