@@ -1,6 +1,7 @@
-// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16 and BF16 weight rows with FP32
-// activations: dot_f32(decode(w_row), x) bit for bit (kernels/quant/dot_f32.h order) without
-// decoding the row to a buffer. F16 -> F32 by F16C / AVX-512F vcvtph2ps, BF16 -> F32 by a 16-bit
+// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16, BF16, Q8_0 and MXFP4 weight
+// rows (AVX2 and AVX-512; F8_E4M3_R128 on AVX-512 only) with FP32 activations:
+// dot_f32(decode(w_row), x) bit for bit (kernels/quant/dot_f32.h order) without decoding the row
+// to a buffer. F16 -> F32 by F16C / AVX-512F vcvtph2ps, BF16 -> F32 by a 16-bit
 // left shift; both conversions are exact (IEEE 754 binary16 and bfloat16 values are all FP32
 // values), so the products and the FMA order are those of dot_f32 on the decoded row. The last
 // partial 32-element chunk is copied into zeroed buffers (zero padding is exact: fma(0, 0, acc)).
