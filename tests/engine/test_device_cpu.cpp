@@ -10,17 +10,12 @@
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/device.h"
 #include "staging/expert_store.h"
+#include "../support/test_randn.h"
 
 namespace ds4 {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 /// y [n, w.out] = w x through device tensors (upload, matmul, download).
 void mm(dev::Device& d, const dev::WeightMatrix& w, const float* x, int64_t n, float* y, dev::ActFormat act) {
