@@ -15,6 +15,7 @@
 #include "engine/tokenizer.h"
 #include "gguf/gguf_file.h"
 #include "kernels/device.h"
+#include "placement/plan_file.h"
 
 namespace ds4 {
 
@@ -50,6 +51,8 @@ class Dsv4Model final : public Model {
     return t;
   }
 
+  const placement::PlanFile* expert_plan() const override { return plan_ ? &*plan_ : nullptr; }
+
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
   dev::Device& device(int rank = 0) const { return *devices_.at(rank); }
   const TpShard& shard(int rank) const { return shards_.at(rank); }
@@ -75,6 +78,7 @@ class Dsv4Model final : public Model {
   std::vector<std::unique_ptr<comm::Comm>> comms_;
   std::vector<TpShard> shards_;
   std::vector<RankWeightBytes> rank_bytes_;
+  std::optional<placement::PlanFile> plan_;  // --plan's, or the one made at load (device_plan.h)
 };
 
 /// One sequence on a Dsv4Model: with tp ranks, one Forward and one SequenceState replica per

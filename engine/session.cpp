@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ds4/oom_message.h"
+#include "engine/device_plan.h"
 #include "engine/dsv4_model.h"
 #include "engine/official_checkpoint.h"
 #include "placement/gguf_sizes.h"
@@ -52,10 +53,10 @@ struct PlanSetup {
   ExpertPlacement owners;  // empty: keep ModelOptions::expert_placement
 };
 
-/// Reads the plan file of `o` for model `c` (`path` names the model in errors) and checks it
-/// against the options (see ModelOptions::expert_plan).
-Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, const ModelConfig& c,
-                             const gguf::GgufModel& file) {
+/// Reads the plan file of `o` for model `c` (`path` names the model in errors) and checks its
+/// expert sizes against the model file (see ModelOptions::expert_plan).
+Result<placement::PlanFile> read_plan(const std::string& path, const ModelOptions& o, const ModelConfig& c,
+                                      const gguf::GgufModel& file) {
   const std::string& f = o.expert_plan;
   if (!o.experts_tier.empty())
     return Error{path + ": expert plan " + f + " and --experts-tier " + o.experts_tier + ": expected one of them"};
@@ -64,6 +65,12 @@ Result<PlanSetup> plan_setup(const std::string& path, const ModelOptions& o, con
   // them as `plan -m` did).
   DS4_TRY(placement::GgufPlanModel pm, placement::plan_model_from_gguf(file));
   DS4_TRY_VOID(placement::check_plan_expert_bytes(pf, pm.sizes.expert_bytes, f));
+  return pf;
+}
+
+/// The expert store's placement (and, tp > 1, the owners) of plan `pf`; `f` names the plan in
+/// errors (the --plan file, or the plan made at load).
+Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const placement::PlanFile& pf) {
   const placement::Plan& p = pf.plan;
   if (p.ranks != 0 && p.ranks != o.tp)
     return Error{f + ": the plan places experts on " + std::to_string(p.ranks) + " GPU ranks; expected --tp " +
@@ -176,8 +183,22 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
                           "repacked in memory at load; expected a GGUF (ds4-offload convert --to gguf)"};
     DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
   }
+  // Backend: a device with its own memory and neither --plan nor --experts-tier gets a plan made
+  // now from the device's free memory (engine/device_plan.h); the device is made first for it.
+  auto kind = dev::parse_backend(opts.backend);
+  if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   if (!opts.expert_plan.empty()) {
-    DS4_TRY(PlanSetup ps, plan_setup(path, opts, m->config_, m->file_));
+    DS4_TRY(m->plan_, read_plan(path, opts, m->config_, m->file_));
+  } else if (*kind == dev::BackendKind::Cuda && opts.experts_tier.empty() && opts.tp == 1) {
+    m->devices_.push_back(dev::make_device(*kind, opts.threads));
+    const int64_t ctx = std::min(m->config_.n_ctx, SessionOptions::kDefaultCapacity);
+    std::string summary;
+    DS4_TRY(m->plan_, plan_for_device(m->file_, *m->devices_[0], ctx, &summary));
+    std::fputs(summary.c_str(), stderr);
+  }
+  if (m->plan_) {
+    const std::string label = opts.expert_plan.empty() ? std::string("the plan made at load") : opts.expert_plan;
+    DS4_TRY(PlanSetup ps, plan_setup(label, opts, *m->plan_));
     if (!ps.owners.empty()) m->opts_.expert_placement = std::move(ps.owners);
     staging::StoreOptions so;
     // Staging slots: one step of one layer (top_k). The planner budgets 2 layers x top_k on the
@@ -213,14 +234,13 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   // Backend: the worker threads are split evenly over the ranks (results do not depend on the
   // thread count, kernels/device.h). The non-expert weights are bound once per rank device.
-  auto kind = dev::parse_backend(opts.backend);
-  if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int per_rank = std::max(1, (opts.threads > 0 ? opts.threads : hw) / R);
   if (*kind == dev::BackendKind::Cuda && R != 1)
     return Error{path + ": --backend cuda: expected --tp 1 (tensor parallelism over NCCL is not implemented yet), found --tp " +
                  std::to_string(R)};
-  for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank));
+  if (m->devices_.empty())
+    for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank));
   if (*kind == dev::BackendKind::Cuda) {
     DS4_TRY_VOID(upload_to_device(path, *m->devices_[0], m->config_, m->weights_, &m->dweights_));
   } else {

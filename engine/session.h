@@ -18,6 +18,7 @@ namespace ds4 {
 class Tokenizer;        // engine/tokenizer.h
 struct ModelConfig;     // engine/model_config.h
 struct ModelWeights;    // engine internals
+namespace placement { struct PlanFile; }  // placement/plan_file.h
 
 /// How activations enter the matrix products: F32 = exactly decoded weights, FP32 math
 /// ("W4A16-style"); Q8 = activations quantized to Q8_1 for the integer dot products ("W4A8") of
@@ -102,6 +103,10 @@ class Model {
   virtual std::string device_name() const = 0;
   /// The backend's own weight counters by tier, summed over the ranks' devices (monotone).
   virtual DeviceTierTraffic device_tier_traffic() const = 0;
+  /// The expert placement plan the model was loaded by: --plan's file, or the plan made at load
+  /// for a device with its own memory (engine/device_plan.h); null when experts were placed
+  /// without a plan (the GGUF mapping, --experts-tier, the CPU backend without --plan).
+  virtual const placement::PlanFile* expert_plan() const { return nullptr; }
 };
 
 /// Per-token records of routing and indexer decisions (golden tests, `calibrate`, `run

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "golden_data.h"
 #include "kernels/cuda/device_cuda.h"
 #include "kernels/device.h"
+#include "placement/plan_file.h"
 #include "support/test_env.h"
 
 namespace ds4 {
@@ -48,6 +50,7 @@ struct GenRun {
   std::vector<uint64_t> expert_bytes;    // [layer] gate + up + down bytes of one routed expert
   double seconds = 0;
   int n_prompt = 0;                      // prompt tokens (one step)
+  std::vector<std::vector<bool>> staged;  // [layer][expert] staged by the plan the model loaded by
 };
 
 int32_t argmax(const std::vector<float>& v) {
@@ -79,6 +82,11 @@ GenRun generate(const std::string& backend, const std::string& tier, Activations
     EXPECT_TRUE(s.eval(std::span<const int32_t>(&t, 1), nullptr, &last).ok());
   }
   s.set_trace(nullptr);
+  if (const placement::PlanFile* pf = (*m)->expert_plan())
+    for (const auto& layer : pf->plan.experts) {
+      r.staged.emplace_back();
+      for (const auto& e : layer) r.staged.back().push_back(e.tier != placement::Tier::Vram);
+    }
   r.tiers = (*m)->device(0).weight_tier_bytes();
   // The same counters as bench reads them (Model::device_tier_traffic, summed over ranks).
   const DeviceTierTraffic dt = (*m)->device_tier_traffic();
@@ -107,8 +115,9 @@ GenRun generate(const std::string& backend, const std::string& tier, Activations
 }
 
 /// Routed-expert bytes the run's routing implies: per layer and step (the prompt is one step,
-/// then one step per decoded token), each distinct routed expert's three matrices once.
-uint64_t routed_bytes_of_trace(const GenRun& r) {
+/// then one step per decoded token), each distinct routed expert's three matrices once; with
+/// `staged_only` 1 only the experts r.staged marks, with 0 only the others (-1: all).
+uint64_t routed_bytes_of_trace(const GenRun& r, int staged_only = -1) {
   uint64_t total = 0;
   EXPECT_EQ(r.trace.router.size(), r.expert_bytes.size());
   for (size_t l = 0; l < r.trace.router.size() && l < r.expert_bytes.size(); ++l) {
@@ -120,7 +129,10 @@ uint64_t routed_bytes_of_trace(const GenRun& r) {
     for (auto [a, b] : steps) {
       std::set<int32_t> used;
       for (size_t p = a; p < b && p < pos.size(); ++p) used.insert(pos[p].begin(), pos[p].end());
-      total += used.size() * r.expert_bytes[l];
+      for (int32_t e : used) {
+        const bool st = l < r.staged.size() && size_t(e) < r.staged[l].size() && r.staged[l][size_t(e)];
+        if (staged_only < 0 || st == (staged_only == 1)) total += r.expert_bytes[l];
+      }
     }
   }
   return total;
@@ -189,6 +201,37 @@ TEST(CudaEmuEngine, Q8ActivationsGiveTheCpuTokens) {
   EXPECT_EQ(q8.tokens, cpu.tokens);
   EXPECT_EQ(q8.routed, routed_bytes_of_trace(q8));
   std::printf("  q8: %.1f s for %d + %d tokens\n", q8.seconds, q8.n_prompt, kQ8Tokens);
+}
+
+// No --plan, no --experts-tier: the model is loaded by a plan made from the emulated card's free
+// memory (engine/device_plan.h). Run by cuda_emu_engine_small_vram_test with a small emulated
+// card (DS4_CUDA_EMU_VRAM_MB): the plan keeps some experts resident and stages the rest; the
+// tokens are the CPU backend's and the backend's per-tier counters are the bytes the run's
+// routing implies under the plan's placement (computed here from the trace and the plan).
+TEST(CudaEmuEngine, PlanMadeAtLoadForASmallCard) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  if (!std::getenv("DS4_CUDA_EMU_VRAM_MB")) GTEST_SKIP() << "run by cuda_emu_engine_small_vram_test (DS4_CUDA_EMU_VRAM_MB)";
+  constexpr int kTokens = 8;
+  const GenRun& cpu = cpu_run();
+  const GenRun r = generate("cuda", "", Activations::F32, kTokens);
+  ASSERT_EQ(r.staged.size(), r.expert_bytes.size()) << "expected the model to carry the plan made at load";
+  int n_staged = 0, n_resident = 0;
+  for (const auto& l : r.staged)
+    for (bool s : l) (s ? n_staged : n_resident) += 1;
+  EXPECT_GT(n_staged, 0) << "a small card: expected some experts staged";
+  EXPECT_GT(n_resident, 0) << "expected some experts resident";
+  ASSERT_GE(cpu.tokens.size(), size_t(kTokens));
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(cpu.tokens.begin(), cpu.tokens.begin() + kTokens));
+  const uint64_t staged = routed_bytes_of_trace(r, 1), resident = routed_bytes_of_trace(r, 0);
+  EXPECT_GT(staged, 0u);
+  EXPECT_EQ(r.tiers.staged, staged);
+  EXPECT_EQ(r.tiers.h2d_staged, staged);
+  EXPECT_EQ(r.routed, staged + resident);
+  EXPECT_EQ(r.tiers.device_resident + r.tiers.staged, r.total);
+  EXPECT_EQ(r.tiers.device_resident, r.total - staged);
+  std::printf("  plan at load: %d resident, %d staged experts; %.1f s; staged bytes/token %.0f, resident routed %.0f\n",
+              n_resident, n_staged, r.seconds, staged * (1.0 / (kPrompt + kTokens)),
+              resident * (1.0 / (kPrompt + kTokens)));
 }
 
 }  // namespace

@@ -20,17 +20,12 @@
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/cuda/device_cuda.h"
 #include "kernels/device.h"
+#include "tests/support/random.h"
 
 namespace ds4 {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 /// Bytes of a weight matrix [out, in] of `type` made from random values.
 std::vector<uint8_t> make_weight(GgmlType type, int64_t in, int64_t out, uint32_t seed) {
