@@ -2,7 +2,9 @@
 #include "engine/model_weights.h"
 
 #include <string>
+#include <unordered_set>
 
+#include "engine/load_progress.h"
 #include "kernels/quant/type_traits.h"
 
 namespace ds4 {
@@ -19,6 +21,7 @@ class Binder {
       return nullptr;
     }
     *bytes_ += t->nbytes;
+    if (bound_.insert(t->name).second) load_progress().done += t->nbytes;
     return t;
   }
   dev::WeightMatrix mat(const std::string& name) {
@@ -64,18 +67,25 @@ class Binder {
     return m;
   }
   const std::string& error() const { return err_; }
+  /// Whether `name` was bound (get() found it).
+  bool bound(const std::string& name) const { return bound_.count(name) != 0; }
 
  private:
   const gguf::GgufModel& f_;
   uint64_t* bytes_;
   std::vector<std::vector<float>>* owned_;
   std::string err_;
+  std::unordered_set<std::string> bound_;
 };
 
 }  // namespace
 
 Result<ModelWeights> bind_weights(const gguf::GgufModel& file, const ModelConfig& c) {
   ModelWeights w;
+  // Progress: every tensor of the directory is to be bound (a loadable file has no others).
+  uint64_t total = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) total += t.nbytes;
+  load_progress().start_phase(LoadPhase::Bind, total);
   Binder b(file, &w.bytes, &w.owned);
   w.token_embd = b.mat("token_embd.weight");
   w.output = b.mat("output.weight");
@@ -137,6 +147,9 @@ Result<ModelWeights> bind_weights(const gguf::GgufModel& file, const ModelConfig
     w.layers.push_back(std::move(L));
   }
   if (!b.error().empty()) return Error{b.error()};
+  // The tensors the model does not use (MTP blocks, model_config_from_gguf) were checked, not bound.
+  for (const gguf::TensorInfo& t : file.tensors())
+    if (!b.bound(t.name)) load_progress().done += t.nbytes;
   DS4_TRY(w.experts, staging::make_memory_expert_store(std::move(experts)));
   return w;
 }

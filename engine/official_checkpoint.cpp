@@ -185,8 +185,7 @@ class ViewBuilder {
     std::map<std::pair<std::string, int>, std::map<int64_t, std::string>> experts;
     uint64_t total = 0;
     for (const StTensor& t : ck_->tensors()) total += t.nbytes;  // companions included: a repack writes them too
-    load_progress().done = 0;
-    load_progress().total = repack_ ? total : 0;
+    load_progress().start_phase(LoadPhase::Repack, repack_ ? total : 0);
     for (const StTensor& t : ck_->tensors()) {
       const std::string n = official_name(t.name);
       if (is_companion(n)) continue;  // consumed by its .weight (checked at the end)

@@ -9,6 +9,7 @@
 #include "ds4/oom_message.h"
 #include "engine/device_plan.h"
 #include "engine/dsv4_model.h"
+#include "engine/load_progress.h"
 #include "engine/official_checkpoint.h"
 #include "placement/gguf_sizes.h"
 #include "placement/plan_file.h"
@@ -141,6 +142,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
     return Error{path + ": --backend cuda: the VRAM-resident experts need " + std::to_string(expert_bytes >> 20) +
                  " MiB, expected at most the " + std::to_string(d.memory_info().free >> 20) +
                  " MiB free on " + d.name() + " (use --experts-tier host or a --plan that stages experts)"};
+  load_progress().start_phase(LoadPhase::Upload, expert_bytes);  // the stable experts, counted per matrix
   int shown = -1;
   for (int l = 0; l < c.n_layer; ++l) {
     for (int e = 0; e < c.n_expert; ++e) {
@@ -148,6 +150,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
       for (int p = 0; p < 3; ++p) {
         DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
         (void)d.bind(m);
+        load_progress().done += m.row_bytes * static_cast<uint64_t>(m.out);
       }
     }
     const int pct = (l + 1) * 100 / std::max(1, c.n_layer);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -127,16 +128,21 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   {
     // Model::load maps the file and checks keys and tensors (a GGUF's weights are not read); a
     // checkpoint folder's repack reads every weight byte and counts them (engine/load_progress.h).
-    load_progress().total = 0;
+    load_progress().start_phase(LoadPhase::None, 0);
     Progress p(std::string(command) + ": loading " + a.model, [file_bytes] {
-      const uint64_t total = load_progress().total.load(), done = std::min(load_progress().done.load(), total);
-      if (total > 0) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "repacking and binding %llu of %llu MiB (%.0f %%)", (unsigned long long)(done >> 20),
-                      (unsigned long long)(total >> 20), 100.0 * double(done) / double(total));
-        return std::string(buf);
-      }
-      return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
+      const LoadProgress& lp = load_progress();
+      const auto phase = static_cast<LoadPhase>(lp.phase.load());
+      const uint64_t total = lp.total.load(), done = std::min(lp.done.load(), total);
+      if (phase == LoadPhase::None || total == 0) return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
+      const char* what = phase == LoadPhase::Repack   ? "repacking and binding"
+                         : phase == LoadPhase::Upload ? "uploading resident experts:"
+                                                      : "checked and bound";
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s %.1f of %.1f MiB of tensors (%.0f %%)", what, double(done) / 1048576.0,
+                    double(total) / 1048576.0, 100.0 * double(done) / double(total));
+      std::string st = buf;
+      if (progress_forced()) st += " [" + std::to_string(done) + " of " + std::to_string(total) + " bytes]";
+      return st;
     });
     loaded = Model::load(a.model, mo);
   }
@@ -311,26 +317,46 @@ struct Progress::State {
   std::condition_variable cv;
   bool stop = false;
   bool printed = false;
+  bool forced = false;  // DS4_PROGRESS=1
   bool tty = ::isatty(2) != 0;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   std::thread th;
 };
 
+bool progress_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("DS4_PROGRESS");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return forced;
+}
+
+namespace {
+// One progress line: rewritten in place on a terminal, a new line elsewhere.
+void print_progress_line(Progress::State* s) {
+  const std::string st = s->status ? s->status() : std::string();
+  std::fprintf(stderr, "%s%s: %s (%.1f s)%s", s->tty ? "\r\x1b[K" : "", s->label.c_str(), st.c_str(),
+               seconds_since(s->t0), s->tty ? "" : "\n");
+  std::fflush(stderr);
+  s->printed = true;
+}
+}  // namespace
+
+
 Progress::Progress(std::string label, std::function<std::string()> status) : s_(std::make_unique<State>()) {
   s_->label = std::move(label);
   s_->status = std::move(status);
+  s_->forced = progress_forced();
+  if (s_->forced) s_->tty = false;
   State* s = s_.get();
   s->th = std::thread([s] {
     std::unique_lock<std::mutex> lk(s->mu);
-    if (s->cv.wait_for(lk, std::chrono::seconds(1), [s] { return s->stop; })) return;
-    const auto period = s->tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
-    do {
-      const std::string st = s->status ? s->status() : std::string();
-      std::fprintf(stderr, "%s%s: %s (%.1f s)%s", s->tty ? "\r\x1b[K" : "", s->label.c_str(), st.c_str(),
-                   seconds_since(s->t0), s->tty ? "" : "\n");
-      std::fflush(stderr);
-      s->printed = true;
-    } while (!s->cv.wait_for(lk, period, [s] { return s->stop; }));
+    if (!s->forced && s->cv.wait_for(lk, std::chrono::seconds(1), [s] { return s->stop; })) return;
+    const auto period = s->forced ? std::chrono::milliseconds(10)
+                        : s->tty  ? std::chrono::milliseconds(500)
+                                  : std::chrono::milliseconds(5000);
+    do print_progress_line(s);
+    while (!s->cv.wait_for(lk, period, [s] { return s->stop; }));
   });
 }
 
@@ -341,6 +367,8 @@ Progress::~Progress() {
   }
   s_->cv.notify_all();
   s_->th.join();
+  // Once shown, the line ends with the finished figure (e.g. all bytes bound), not the last tick's.
+  if (s_->printed) print_progress_line(s_.get());
   if (s_->printed && s_->tty) std::fputs("\n", stderr);
 }
 

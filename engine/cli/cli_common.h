@@ -124,19 +124,24 @@ Result<TextModel> load_text_model(const ModelArgs& a, const char* command);
 Result<void> check_finite_logits(std::span<const float> logits, int64_t vocab, int64_t pos0,
                                  const std::string& model_path);
 
+/// Whether the environment has DS4_PROGRESS=1 (progress lines forced, for tests and logs: see Progress).
+bool progress_forced();
+
 /// Progress of work that takes seconds (model load, make-tiny, validate, calibrate), on stderr:
 /// nothing for the first second; then, on a terminal, one line rewritten in place every 0.5 s
-/// ("<label>: <status()> (3.1 s)"), elsewhere one line every 5 s. A background thread calls
-/// `status` (which must be thread-safe: read atomics); the destructor stops it and ends the line.
+/// ("<label>: <status()> (3.1 s)"), elsewhere one line every 5 s; once shown, a last line with the
+/// finished status when the work ends. With DS4_PROGRESS=1 (progress_forced()) a new line at once
+/// and every 10 ms, terminal or not. A background thread calls `status` (which must be
+/// thread-safe: read atomics); the destructor stops it and ends the line. Never writes stdout.
 class Progress {
  public:
   Progress(std::string label, std::function<std::string()> status);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
+  struct State;  ///< the ticker thread's state (cli_common.cpp)
 
  private:
-  struct State;
   std::unique_ptr<State> s_;
 };
 
