@@ -5,6 +5,7 @@
 // [d, 2d); ratio 128: the block's own tokens on [0, d). The device op then RMS-norms the pooled
 // block and rotates it to the block start position.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/quant/math.h"
@@ -14,9 +15,15 @@ namespace ds4::cpu {
 bool compressor_store(const CompressorView& s, int64_t pos, const float* a, const float* g, const float* ape) {
   const int64_t w = s.width();
   const int slot = static_cast<int>(pos % s.ratio);
+  // ape points into the mapped model file: a safetensors checkpoint places tensor data at any byte
+  // offset (its header gives no alignment), so each value is read by memcpy, never as a float lvalue
+  // (UBSan: misaligned load; found by the sanitized CLI tests on the fixture checkpoint folder).
+  const unsigned char* ape_row = reinterpret_cast<const unsigned char*>(ape + slot * w);
   for (int64_t c = 0; c < w; ++c) {
+    float e;
+    std::memcpy(&e, ape_row + c * sizeof(float), sizeof(float));
     s.cur_a[slot * w + c] = a[c];
-    s.cur_g[slot * w + c] = g[c] + ape[slot * w + c];
+    s.cur_g[slot * w + c] = g[c] + e;
   }
   return slot == s.ratio - 1;
 }

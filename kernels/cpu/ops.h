@@ -195,7 +195,7 @@ struct CompressorView {
   int64_t width() const { return overlap() ? 2 * d : d; }
 };
 /// Feeds token `pos` (the tokens before it were fed) with projections a[w] and raw gate g[w];
-/// ape [ratio, w] is added to g by pos % ratio. When pos completes block b = pos / ratio, writes
+/// ape [ratio, w] (may be unaligned: read by memcpy) is added to g by pos % ratio. When pos completes block b = pos / ratio, writes
 /// the pooled block into out[d] and returns true: per channel, the candidates (overlap: previous
 /// block's channel ch (score -inf when b == 0), then the current block's channel d+ch; else the
 /// block's channel ch), softmax (max, exp, sum ascending), out = sum a_i * (e_i / den) ascending.
