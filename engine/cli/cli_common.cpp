@@ -123,7 +123,9 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
   std::error_code sec;
-  const uint64_t file_bytes = std::filesystem::file_size(a.model, sec);
+  // A checkpoint folder (or a path file_size cannot size) reports no size: 0, printed as none.
+  uint64_t file_bytes = std::filesystem::file_size(a.model, sec);
+  if (sec) file_bytes = 0;
   Result<std::shared_ptr<Model>> loaded = Error{""};
   {
     // Model::load maps the file and checks keys and tensors (a GGUF's weights are not read); a
@@ -133,7 +135,9 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
       const LoadProgress& lp = load_progress();
       const auto phase = static_cast<LoadPhase>(lp.phase.load());
       const uint64_t total = lp.total.load(), done = std::min(lp.done.load(), total);
-      if (phase == LoadPhase::None || total == 0) return "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
+      if (phase == LoadPhase::None || total == 0)
+        return file_bytes == 0 ? std::string("mapping and checking")
+                               : "mapping and checking " + std::to_string(file_bytes >> 20) + " MiB";
       const char* what = phase == LoadPhase::Repack   ? "repacking and binding"
                          : phase == LoadPhase::Upload ? "uploading resident experts:"
                                                       : "checked and bound";
