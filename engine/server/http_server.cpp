@@ -310,9 +310,13 @@ void handle_generation(State& st, const httplib::Request& http, httplib::Respons
     // The client may go away while its reply is computed: its connection is polled between pulls
     // (every 100 ms or token batch), and the job is cancelled so the slot frees at the next step.
     const int fd = find_peer_socket(http.remote_addr, http.remote_port, http.local_port);
+    // Counted once per request: pulls return per token batch too, so the peer can be seen gone
+    // on several pulls before the cancel takes effect at the scheduler's next step.
     std::vector<ChatOutputEvent> ev;
+    bool gone = false;
     while (!pump->pull(std::chrono::milliseconds(100), ev)) {
-      if (fd >= 0 && peer_gone(fd)) {
+      if (!gone && fd >= 0 && peer_gone(fd)) {
+        gone = true;
         p->job->cancel = true;
         st.client_gone++;
       }
