@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ds4/file_io.h"
+#include "engine/random_blocks.h"
 #include "engine/sampler.h"
 #include "engine/tiny_vocab.h"
 #include "gguf/gguf_writer.h"
@@ -153,10 +154,16 @@ uint64_t fnv1a64(const std::string& s) {
   return h;
 }
 
+// The seed of tensor `name`: FNV-1a64(name) ^ (seed * golden ratio constant).
+uint64_t tensor_seed(uint64_t seed, const std::string& name) { return fnv1a64(name) ^ (seed * 0x9E3779B97F4A7C15ull); }
+
+// True for the block-quantized types (not F32 / F16 / I32).
+bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::I32; }
+
 // Deterministic generator per tensor: Gaussian by Box-Muller on the 53-bit uniform.
 struct Rng {
   std::mt19937_64 eng;
-  Rng(uint64_t seed, const std::string& name) : eng(fnv1a64(name) ^ (seed * 0x9E3779B97F4A7C15ull)) {}
+  Rng(uint64_t seed, const std::string& name) : eng(tensor_seed(seed, name)) {}
   double uniform() { return uniform01(eng); }
   double normal() {
     double u1 = 1.0 - uniform();  // (0, 1]
@@ -321,6 +328,52 @@ void set_metadata(gguf::Metadata& md, const TinyModelConfig& c, uint32_t file_ty
   md.set("tokenizer.ggml.add_bos_token", Value::make_bool(v.add_bos));
 }
 
+// Produces tensor `s`'s bytes into dst (nbytes(s.type, s.ne)): tid2eid expert ids; with
+// --random-blocks, random blocks of RMS 1/sqrt(ne0) for the quantized types (engine/random_blocks.h);
+// otherwise the values of s.init, quantized (rows on `threads` threads, same bytes for any count).
+void fill_tensor(const Spec& s, const TinyModelConfig& c, const TinyModelOptions& opts, uint64_t n, int threads,
+                 uint8_t* dst) {
+  Rng rng(opts.seed, s.name);
+  if (s.tid2eid) {
+    // [n_activated, vocab] I32: for each token, distinct experts drawn by a partial Fisher-Yates.
+    const int64_t k = s.ne[0], vocab_n = s.ne[1];
+    std::vector<int32_t> ids(size_t(k * vocab_n));
+    std::vector<int32_t> pool(size_t(c.n_routed_experts));
+    for (int64_t t = 0; t < vocab_n; ++t) {
+      for (size_t e = 0; e < pool.size(); ++e) pool[e] = int32_t(e);
+      for (int64_t i = 0; i < k; ++i) {
+        size_t j = size_t(i) + size_t(rng.uniform() * double(pool.size() - size_t(i)));
+        std::swap(pool[size_t(i)], pool[j]);
+        ids[size_t(t * k + i)] = pool[size_t(i)];
+      }
+    }
+    std::memcpy(dst, ids.data(), ids.size() * 4);
+    return;
+  }
+  const int64_t ne0 = s.ne[0], rows = int64_t(n) / ne0;
+  if (opts.random_blocks && is_quantized(s.type)) {
+    random_block_tensor(s.type, ne0, rows, 1.0 / std::sqrt(double(ne0)), tensor_seed(opts.seed, s.name), dst, threads);
+    return;
+  }
+  std::vector<float> vals(n);
+  for (auto& x : vals) {
+    switch (s.init) {
+      case Init::Normal: x = float(s.a + s.b * rng.normal()); break;
+      case Init::OnePlusNormal: x = float(1.0 + s.b * rng.normal()); break;
+      case Init::Uniform: x = float(s.a + (s.b - s.a) * rng.uniform()); break;
+    }
+  }
+  const int64_t rb = cpu::row_bytes(s.type, ne0);
+  auto work = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) cpu::quantize_row(s.type, vals.data() + r * ne0, dst + r * rb, ne0);
+  };
+  const int64_t nt = std::min<int64_t>(threads, std::max<int64_t>(1, rows / 64));
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < nt; ++t) pool.emplace_back(work, rows * t / nt, rows * (t + 1) / nt);
+  work(0, rows / nt);
+  for (auto& th : pool) th.join();
+}
+
 }  // namespace
 
 Result<TinyModelSummary> write_tiny_model(const std::string& path, const TinyModelOptions& opts) {
@@ -337,57 +390,29 @@ Result<TinyModelSummary> write_tiny_model(const std::string& path, const TinyMod
       return Error{"make-tiny: tensor '" + s.name + "' has rows of ne0 = " + std::to_string(s.ne[0]) + " elements, not a multiple of the " +
                    std::string(g->name) + " block of " + std::to_string(g->block_elems) +
                    (s.name.find("down_exps") != std::string::npos ? " (set moe_inter_dim to a multiple of 256 or pick --experts q8_0/mxfp4)" : "")};
-    if (s.type != GgmlType::I32 && !cpu::can_quantize(s.type))
-      return Error{"make-tiny: tensor '" + s.name + "': no encoder for type " + std::string(g->name)};
+    if (s.type != GgmlType::I32 && !(opts.random_blocks && is_quantized(s.type) ? can_random_blocks(s.type) : cpu::can_quantize(s.type)))
+      return Error{"make-tiny: tensor '" + s.name + "': no " + (opts.random_blocks ? "random-block generator" : "encoder") +
+                   " for type " + std::string(g->name)};
   }
   DS4_TRY(TokenizerVocab vocab, build_tiny_vocab(int(c.vocab_size)));
 
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   gguf::GgufWriter w;
   set_metadata(w.metadata(), c, file_type_of(opts.gate_up_type), vocab);
+  if (opts.random_blocks)
+    w.metadata().set("general.description",
+                     gguf::Value::make_string("ds4-offload make-tiny --random-blocks: the quantized weights are random "
+                                              "blocks (not trained, not quantized from anything); for benchmarks only"));
   TinyModelSummary sum;
+  // Every tensor is produced while the file is written, one at a time (the writer reuses one
+  // buffer): the model is never held in memory.
   for (const auto& s : plan) {
-    Rng rng(opts.seed, s.name);
     const uint64_t n = nelem(s.ne);
-    std::vector<uint8_t> bytes;
-    if (s.tid2eid) {
-      // [n_activated, vocab] I32: for each token, distinct experts drawn by a partial Fisher-Yates.
-      const int64_t k = s.ne[0], vocab_n = s.ne[1];
-      std::vector<int32_t> ids(size_t(k * vocab_n));
-      std::vector<int32_t> pool(size_t(c.n_routed_experts));
-      for (int64_t t = 0; t < vocab_n; ++t) {
-        for (size_t e = 0; e < pool.size(); ++e) pool[e] = int32_t(e);
-        for (int64_t i = 0; i < k; ++i) {
-          size_t j = size_t(i) + size_t(rng.uniform() * double(pool.size() - size_t(i)));
-          std::swap(pool[size_t(i)], pool[j]);
-          ids[size_t(t * k + i)] = pool[size_t(i)];
-        }
-      }
-      bytes.resize(ids.size() * 4);
-      std::memcpy(bytes.data(), ids.data(), bytes.size());
-    } else {
-      std::vector<float> vals(n);
-      for (auto& x : vals) {
-        switch (s.init) {
-          case Init::Normal: x = float(s.a + s.b * rng.normal()); break;
-          case Init::OnePlusNormal: x = float(1.0 + s.b * rng.normal()); break;
-          case Init::Uniform: x = float(s.a + (s.b - s.a) * rng.uniform()); break;
-        }
-      }
-      const int64_t ne0 = s.ne[0], rows = int64_t(n) / ne0;
-      const int64_t rb = cpu::row_bytes(s.type, ne0);
-      bytes.resize(size_t(rb * rows));
-      // Rows are independent: quantize them on `threads` threads (same bytes for any count).
-      auto work = [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) cpu::quantize_row(s.type, vals.data() + r * ne0, bytes.data() + r * rb, ne0);
-      };
-      const int64_t nt = std::min<int64_t>(threads, std::max<int64_t>(1, rows / 64));
-      std::vector<std::thread> pool;
-      for (int64_t t = 1; t < nt; ++t) pool.emplace_back(work, rows * t / nt, rows * (t + 1) / nt);
-      work(0, rows / nt);
-      for (auto& th : pool) th.join();
-    }
-    DS4_TRY_VOID(w.add_tensor(s.name, uint32_t(s.type), s.ne, bytes.data(), bytes.size()));
+    auto fill = [&c, &s, &opts, n, threads](uint8_t* dst) -> Result<void> {
+      fill_tensor(s, c, opts, n, threads, dst);
+      return ok();
+    };
+    DS4_TRY_VOID(w.add_tensor_deferred(s.name, uint32_t(s.type), s.ne, fill));
     sum.n_params += n;
     ++sum.n_tensors;
   }

@@ -87,6 +87,11 @@ struct TinyModelOptions {
   GgmlType down_type = GgmlType::Q2_K;
   uint64_t seed = 1;
   int threads = 0;  // quantization threads (0 = all hardware threads); the output does not depend on it
+  /// --random-blocks: every block-quantized tensor (experts, attention, shared experts, output) is
+  /// written as valid random blocks of RMS 1/sqrt(ne0) (engine/random_blocks.h) instead of
+  /// quantizing the random values above; F32/F16/I32 tensors keep their values. Seconds instead of
+  /// hours for DeepSeek-V4-Flash's shapes; `general.description` says the file is for benchmarks.
+  bool random_blocks = false;
 };
 
 /// Parses an --experts value: q8_0, q2_k, iq2_xxs, iq2_xs, iq1_s, iq1_m or mxfp4 (any case).
@@ -99,7 +104,8 @@ struct TinyModelSummary {
   uint64_t n_params = 0;
 };
 
-/// Generates the model and writes it to `path`. Errors: a config the quant types cannot encode
+/// Generates the model and writes it to `path`, each tensor produced while the file is written
+/// (one tensor's bytes in memory at a time, plus its F32 values when quantizing). Errors: a config the quant types cannot encode
 /// (e.g. ffn_down_exps ne0 = moe_inter_dim not a multiple of the Q2_K block of 256), a vocabulary
 /// that cannot be built, or a write failure.
 Result<TinyModelSummary> write_tiny_model(const std::string& path, const TinyModelOptions& opts);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -170,7 +171,11 @@ Result<void> GgufWriter::write_one(const std::string& path, const Metadata& kv,
   Result<void> r = pwrite_all(fd, head.data(), head.size(), 0, path);
   uint64_t data_total = 0, done = 0;
   for (const Pending* t : tensors) data_total += t->nbytes;
-  std::vector<uint8_t> buf;  // deferred tensors, one at a time
+  std::vector<uint8_t> buf;  // deferred tensors, one at a time; sized once for the largest, so
+  uint64_t max_deferred = 0;  // growing it never holds an old and a new buffer together
+  for (const Pending* t : tensors)
+    if (t->fill) max_deferred = std::max(max_deferred, t->nbytes);
+  buf.reserve(size_t(max_deferred));
   for (size_t k = 0; r.ok() && k < tensors.size(); ++k) {
     const Pending& t = *tensors[k];
     if (t.fill) {

@@ -29,7 +29,8 @@ class GgufWriter {
   /// Produces a deferred tensor's bytes into `dst` (exactly its nbytes) while the file is written.
   using Fill = std::function<Result<void>(uint8_t* dst)>;
   /// Adds a tensor whose bytes `fill` produces at write time, one tensor at a time into a buffer
-  /// the writer reuses (a streaming conversion holds one tensor, not the model). A fill error
+  /// the writer reuses, sized once for the largest deferred tensor (a streaming conversion holds
+  /// one tensor, not the model; peak memory = the largest tensor). A fill error
   /// aborts the write (no file is left at the path).
   Result<void> add_tensor_deferred(const std::string& name, uint32_t type, const std::vector<int64_t>& ne, Fill fill);
   /// Called after each tensor's bytes are written: (tensor index, bytes of tensor data written so

@@ -9,8 +9,9 @@
 #                be equal) and `score` teacher-forced over the fixture's golden prompt (argmax per position
 #                must be equal; max |logit difference| printed, FAIL above DS4_LOGIT_TOL);
 #   shapes       a synthetic model with DeepSeek-V4-Flash's layer shapes (configs/models/dsv4-flash-shapes.json,
-#                written by `make-tiny`), as many layers as fit the card's free memory and the time left
-#                (at most DS4_SHAPE_MAX_LAYERS), then `bench -p 512 -n 64` on it: prefill and decode tok/s,
+#                written by `make-tiny --random-blocks`: valid random quant blocks, no quantizer), as many
+#                layers as fit the card's free memory, the disk and the time left (at most
+#                DS4_SHAPE_MAX_LAYERS), then `bench -p 512 -n 64` on it: prefill and decode tok/s,
 #                weight GB/s read per decoded token (bench's tiers line) and the fraction of DS4_COPY_GBPS.
 # `gpu_check_model.sh compare ...` / `bench-summary MD` run only the comparison / the bench parsing.
 # Every step has its own timeout, capped by the shared deadline; a failing step writes FAIL and its log
@@ -25,9 +26,9 @@
 #   DS4_CHECK_BACKENDS the two backends compared (default "cuda cpu"; "cpu cpu" tests the script without a GPU)
 #   DS4_SHAPE_BACKEND  bench backend (default cuda)           DS4_SHAPE_BENCH_ARGS (default "-p 512 -n 64 -r 2")
 #   DS4_SHAPE_LAYERS   force the layer count                  DS4_SHAPE_MAX_LAYERS (default 8)
-#   DS4_SHAPE_EXPERTS  make-tiny --experts for the synthetic model (default mxfp4; '' = the public Q2
-#                      mix IQ2_XXS/Q2_K, whose encoders are too slow for 10 minutes: measured ~1 M (Q2_K)
-#                      and ~0.45 M (IQ2_XXS) weights/s per thread, and one layer has 6.4 G expert weights)
+#   DS4_SHAPE_EXPERTS  make-tiny --experts for the synthetic model (default '' = the public Q2 mix:
+#                      IQ2_XXS gate/up, Q2_K down; or q8_0, q2_k, iq2_xxs, iq2_xs, iq1_s, iq1_m, mxfp4).
+#                      The blocks are random (--random-blocks), so any type takes seconds per layer.
 #   DS4_LOGIT_TOL      max |logit difference| accepted (default 1e-2)   DS4_JOBS build jobs (default nproc)
 # shellcheck disable=SC2317  # the do_* steps are called indirectly ("do_$s")
 set -u -o pipefail
@@ -44,7 +45,7 @@ read -r BACK_A BACK_B <<< "${DS4_CHECK_BACKENDS:-cuda cpu}"
 SHAPE_BACKEND="${DS4_SHAPE_BACKEND:-cuda}"
 SHAPE_BENCH_ARGS="${DS4_SHAPE_BENCH_ARGS:--p 512 -n 64 -r 2}"
 MAX_LAYERS="${DS4_SHAPE_MAX_LAYERS:-8}"
-SHAPE_EXPERTS="${DS4_SHAPE_EXPERTS-mxfp4}"
+SHAPE_EXPERTS="${DS4_SHAPE_EXPERTS-}"
 LOGIT_TOL="${DS4_LOGIT_TOL:-1e-2}"
 JOBS="${DS4_JOBS:-$(nproc 2>/dev/null || echo 4)}"
 DS4="$BUILD/engine/ds4-offload"
@@ -189,18 +190,19 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)
 PY
 }
 
-# make_shape N WANT: writes $LOGDIR/shapes_N.gguf (make-tiny under a WANT-second timeout); prints the
-# seconds make-tiny took. A file left by an earlier run from the same config is reused (its time too).
+# make_shape N WANT: writes $LOGDIR/shapes_N.gguf (make-tiny --random-blocks under a WANT-second
+# timeout); prints the seconds make-tiny took. A file left by an earlier run from the same config and
+# expert types is reused (its time too).
 make_shape() {
   local n="$1" t0 j="$LOGDIR/shapes_$1.json" g="$LOGDIR/shapes_$1.gguf"
   shape_config "$n" "$j.new" || return 1
-  if [[ -s "$g" && -s "$g.secs" && "$(cat "$g.experts" 2> /dev/null)" == "$SHAPE_EXPERTS" ]] && cmp -s "$j" "$j.new"; then
+  if [[ -s "$g" && -s "$g.secs" && "$(cat "$g.experts" 2> /dev/null)" == "random $SHAPE_EXPERTS" ]] && cmp -s "$j" "$j.new"; then
     rm -f "$j.new"; say "reusing $g"; cat "$g.secs"; return 0
   fi
   mv "$j.new" "$j"; rm -f "$g" "$g.secs" "$g.experts"; t0=$(date +%s)
   local ex=(); [[ -n "$SHAPE_EXPERTS" ]] && ex=(--experts "$SHAPE_EXPERTS")
-  step "make-tiny $n layers" "$2" "$LOGDIR/make_tiny_$n.log" "$DS4" make-tiny -o "$g" --config "$j" "${ex[@]}" || return 1
-  echo "$SHAPE_EXPERTS" > "$g.experts"
+  step "make-tiny $n layers" "$2" "$LOGDIR/make_tiny_$n.log" "$DS4" make-tiny -o "$g" --config "$j" --random-blocks "${ex[@]}" || return 1
+  echo "random $SHAPE_EXPERTS" > "$g.experts"
   echo $(( $(date +%s) - t0 )) | tee "$g.secs"
 }
 
@@ -227,11 +229,11 @@ PY
 }
 
 do_shapes() {
-  sum ""; sum "== synthetic DeepSeek-V4-Flash-shaped model (dim 4096, 256 experts top-6, 1 shared, ff 2048; experts ${SHAPE_EXPERTS:-IQ2_XXS/Q2_K}) =="
+  sum ""; sum "== synthetic DeepSeek-V4-Flash-shaped model (dim 4096, 256 experts top-6, 1 shared, ff 2048; random ${SHAPE_EXPERTS:-IQ2_XXS/Q2_K} expert blocks) =="
   if [[ ! -x "$DS4" ]]; then fail "shapes" "$LOGDIR/build_model.log" "ds4-offload not built"; return; fi
   # One layer first: its file size is the per-layer bytes (vocab 512: embed/head are negligible),
   # its time the per-layer make-tiny cost.
-  local s1 bytes1 n free_mib by_mem by_time by_ram left bench_t=150
+  local s1 bytes1 n free_mib by_mem by_time by_disk left bench_t=150
   s1=$(make_shape 1 200) || { FAILED=1; return; }  # (its FAIL line is written; the flag is lost in $(...))
   bytes1=$(stat -c %s "$LOGDIR/shapes_1.gguf")
   (( s1 < 1 )) && s1=1
@@ -243,12 +245,13 @@ do_shapes() {
     [[ "$free_mib" =~ ^[0-9]+$ ]] || free_mib=0
     # Keep 15% + 2 GiB of the free memory for the workspace, KV state and the CUDA context.
     by_mem=$(( (free_mib * 1048576 * 85 / 100 - 2147483648) / bytes1 ))
-    # make-tiny holds the whole file plus one F32 expert stack (256 x 2048 x 4096 x 4 B = 8 GiB) in RAM.
-    by_ram=$(( ($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024 * 80 / 100 - 9 * 1073741824) / bytes1 ))
-    n=$by_mem; (( n > by_time )) && n=$by_time; (( n > by_ram )) && n=$by_ram
+    # make-tiny --random-blocks holds one tensor (an expert stack, < 1 GiB) in RAM, so the disk bounds
+    # the N-layer file (written next to the 1-layer one): 80% of the space left.
+    by_disk=$(( $(df -Pk "$LOGDIR" | awk 'NR == 2 {print $4}') * 1024 * 80 / 100 / bytes1 ))
+    n=$by_mem; (( n > by_time )) && n=$by_time; (( n > by_disk )) && n=$by_disk
     (( n > MAX_LAYERS )) && n=$MAX_LAYERS; (( n < 1 )) && n=1
   fi
-  sum "per layer: $(( bytes1 / 1048576 )) MiB, make-tiny ${s1} s; layers: $n (fit by free GPU memory ${free_mib:-?} MiB: $by_mem, by time left: $by_time, by host RAM: ${by_ram:-?}, max $MAX_LAYERS)"
+  sum "per layer: $(( bytes1 / 1048576 )) MiB, make-tiny ${s1} s; layers: $n (fit by free GPU memory ${free_mib:-?} MiB: $by_mem, by time left: $by_time, by disk: ${by_disk:-?}, max $MAX_LAYERS)"
   if (( n > 1 )); then make_shape "$n" $(( left + 20 )) > /dev/null || return; fi
   local md="$LOGDIR/bench_shapes_$n.md"
   # shellcheck disable=SC2086  # SHAPE_BENCH_ARGS is a list of words

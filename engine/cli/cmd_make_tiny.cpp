@@ -1,5 +1,7 @@
 // engine/cli/cmd_make_tiny.cpp — `ds4-offload make-tiny -o FILE [--experts T] [--seed S]
-// [--config JSON]`: writes a small random-weight DeepSeek-V4 GGUF (engine/tiny_model.h).
+// [--config JSON] [--random-blocks]`: writes a small random-weight DeepSeek-V4 GGUF
+// (engine/tiny_model.h); --random-blocks writes random quant blocks instead of quantizing
+// (engine/random_blocks.h), for benchmark models of the real shapes.
 #include <cstdio>
 
 #include "engine/cli/cli_common.h"
@@ -15,6 +17,7 @@ struct MakeTinyArgs {
   uint64_t seed = 1;
   std::string config;   // empty = built-in, identical to configs/models/dsv4-tiny.json
   int threads = 0;
+  bool random_blocks = false;
 };
 MakeTinyArgs args;
 
@@ -29,6 +32,9 @@ CLI::App* setup(CLI::App& app) {
                 "Model config JSON (default: built-in dsv4-tiny, same as configs/models/dsv4-tiny.json)");
   s->add_option("-t,--threads", args.threads, "Quantization threads (0 = all); the file does not depend on it")
       ->capture_default_str();
+  s->add_flag("--random-blocks", args.random_blocks,
+              "Write the quantized tensors as valid random blocks (RMS 1/sqrt(ne0)) instead of quantizing: "
+              "seconds, not hours, for DeepSeek-V4-Flash's shapes; the file is for benchmarks only");
   return s;
 }
 
@@ -50,14 +56,16 @@ int run() {
     return fail(cmd, "-t/--threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
                          std::to_string(args.threads));
   o.threads = args.threads;
-  std::fprintf(stderr, "make-tiny: config %s (%d layers, dim %lld, %d experts, moe_inter_dim %lld), experts %s/%s/%s, seed %llu\n",
+  o.random_blocks = args.random_blocks;
+  std::fprintf(stderr, "make-tiny: config %s (%d layers, dim %lld, %d experts, moe_inter_dim %lld), experts %s/%s/%s, seed %llu%s\n",
                o.config.name.c_str(), o.config.n_layers, (long long)o.config.dim, o.config.n_routed_experts,
                (long long)o.config.moe_inter_dim, std::string(ggml_type_name(uint32_t(o.gate_up_type))).c_str(),
                std::string(ggml_type_name(uint32_t(o.gate_up_type))).c_str(),
-               std::string(ggml_type_name(uint32_t(o.down_type))).c_str(), (unsigned long long)o.seed);
+               std::string(ggml_type_name(uint32_t(o.down_type))).c_str(), (unsigned long long)o.seed,
+               o.random_blocks ? ", random blocks (benchmark weights)" : "");
   auto t0 = std::chrono::steady_clock::now();
   auto r = [&] {
-    Progress p("make-tiny: writing " + args.out, [] { return std::string("quantizing and writing"); });
+    Progress p("make-tiny: writing " + args.out, [] { return std::string(args.random_blocks ? "writing random blocks" : "quantizing and writing"); });
     return write_tiny_model(args.out, o);
   }();
   if (!r) return fail(cmd, r.error().message);

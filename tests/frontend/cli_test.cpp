@@ -590,6 +590,29 @@ TEST_F(Cli, MakeTinyThenRunChat) {
   EXPECT_EQ(nodir.code, 1) << nodir.text;
 }
 
+// make-tiny --random-blocks (the built-in config, public IQ2_XXS/Q2_K mix): the file validates
+// (loads, deep checks, a forward pass with finite logits), `run -n 4` exits 0 and decodes, and
+// `score` over a few tokens gives finite logits of the vocabulary's width.
+TEST_F(Cli, MakeTinyRandomBlocksValidatesAndRuns) {
+  const auto model = dir_ / "rb.gguf";
+  auto mk = sh("make-tiny -o '" + model.string() + "' --random-blocks --seed 4");
+  ASSERT_EQ(mk.code, 0) << mk.text;
+  EXPECT_NE(mk.text.find("random blocks"), std::string::npos) << mk.text;
+  auto v = sh("inspect '" + model.string() + "' --validate");
+  ASSERT_EQ(v.code, 0) << v.text;
+  EXPECT_NE(v.text.find("validate: OK"), std::string::npos) << v.text;
+  auto r = sh("run -m '" + model.string() + "' -p 'hello there' -n 4 --temp 0 --ignore-eos");
+  ASSERT_EQ(r.code, 0) << r.text;
+  EXPECT_NE(r.text.find("decode:"), std::string::npos) << r.text;
+  write(dir_ / "ids.txt", "1 50 100 200 300 400\n");
+  auto sc = sh("score -m '" + model.string() + "' --token-ids '" + (dir_ / "ids.txt").string() + "' --logits-out '" +
+               (dir_ / "rb.f32").string() + "'");
+  ASSERT_EQ(sc.code, 0) << sc.text;
+  const auto logits = read_f32(dir_ / "rb.f32");
+  ASSERT_FALSE(logits.empty());
+  EXPECT_EQ(logits.size() % 512, 0u);  // the built-in config's vocabulary
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+}
 
 // The names in folder `d` (sorted), to compare a folder before and after a command.
 std::vector<std::string> names_in(const fs::path& d) {

@@ -156,6 +156,63 @@ TEST_F(TinyModelFile, DeterministicForASeedAndAnyThreadCount) {
   EXPECT_NE(a, c);
 }
 
+// --random-blocks with the public mix (IQ2_XXS / Q2_K experts, Q8_0 attention): deterministic for
+// a seed and any thread count, says it is for benchmarks, every quantized tensor decodes to finite
+// values of RMS within a factor 2 of 1/sqrt(ne0), and the F32 / F16 tensors are the ones the
+// quantizing path writes for the same seed.
+TEST_F(TinyModelFile, RandomBlocksDeterministicFiniteAndLabelled) {
+  TinyModelOptions o;
+  o.config = small_config();
+  o.random_blocks = true;
+  o.threads = 1;
+  auto pa = make("rb_a", o);
+  o.threads = 2;
+  auto pb = make("rb_b", o);
+  EXPECT_EQ(slurp(pa), slurp(pb)) << "same seed must give the same file for any thread count";
+  o.seed = 2;
+  EXPECT_NE(slurp(pa), slurp(make("rb_c", o)));
+  o.seed = 1;
+  TinyModelOptions q = o;
+  q.random_blocks = false;
+  q.gate_up_type = q.down_type = GgmlType::Q8_0;
+  auto pq = make("rb_quantized", q);
+
+  auto m = gguf::GgufModel::open(pa.string());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto mq = gguf::GgufModel::open(pq.string());
+  ASSERT_TRUE(mq.ok()) << mq.error().message;
+  auto desc = m->metadata().get_string("general.description");
+  ASSERT_TRUE(desc.ok());
+  EXPECT_NE(desc.value().find("for benchmarks only"), std::string::npos) << desc.value();
+  EXPECT_FALSE(mq->metadata().get_string("general.description").ok());
+  int quantized = 0;
+  for (const auto& t : m->tensors()) {
+    const GgmlType ty = GgmlType(t.type);
+    EXPECT_EQ(ty, expected_type(t.name, GgmlType::IQ2_XXS, GgmlType::Q2_K)) << t.name;
+    if (ty == GgmlType::F32 || ty == GgmlType::F16 || ty == GgmlType::I32) {
+      const auto* tq = mq->find(t.name);
+      ASSERT_NE(tq, nullptr);
+      EXPECT_EQ(0, std::memcmp(t.data, tq->data, t.nbytes)) << t.name << ": expected the quantizing path's values";
+      continue;
+    }
+    ++quantized;
+    const int64_t ne0 = t.ne[0], rows = t.nelements() / ne0, rb = cpu::row_bytes(ty, ne0);
+    std::vector<float> y(static_cast<size_t>(ne0));
+    double ss = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      cpu::dequantize_row(ty, t.data + r * rb, y.data(), ne0);
+      for (float v : y) {
+        ASSERT_TRUE(std::isfinite(v)) << t.name;
+        ss += double(v) * v;
+      }
+    }
+    const double rms = std::sqrt(ss / double(t.nelements())), target = 1.0 / std::sqrt(double(ne0));
+    EXPECT_GT(rms, target / 2) << t.name;
+    EXPECT_LT(rms, target * 2) << t.name;
+  }
+  EXPECT_GT(quantized, 20);
+}
+
 TEST_F(TinyModelFile, RefusesRowsTheTypeCannotEncode) {
   TinyModelOptions o;
   o.config = small_config();
