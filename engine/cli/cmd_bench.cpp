@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/official_checkpoint.h"
+#include "engine/cli/bench_measure.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/session.h"
@@ -222,64 +223,6 @@ struct Row {
   double frac() const { return roofline_s * ts.mean; }
 };
 
-int32_t argmax(const std::vector<float>& v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-/// One repetition's timings and the weight bytes the engine read during its decode steps.
-struct Rep {
-  double ttft_s = 0, decode_s = 0;
-  uint64_t decode_bytes = 0;         // Session::weight_traffic().total over the n_gen - 1 decode evals
-  uint64_t decode_expert_bytes = 0;  // .routed_experts over the same evals
-  // Routed-expert traffic by path over the same evals (the expert store's counters; zero for the
-  // default store, whose experts the cores read in place from the GGUF mapping).
-  uint64_t staged_bytes = 0;  // host slab -> device slot copies (bytes_host_to_device)
-  uint64_t nvme_bytes = 0;    // file -> device slot or host buffer (bytes_nvme_to_device + _to_cpu)
-  DeviceTierTraffic tiers;    // the backend's counters over the same evals (differences)
-};
-
-/// Staged and NVMe bytes between two snapshots of a store's counters.
-void add_store_delta(const staging::StagingCounters& a, const staging::StagingCounters& b, Rep* r) {
-  r->staged_bytes = b.bytes_host_to_device - a.bytes_host_to_device;
-  r->nvme_bytes = (b.bytes_nvme_to_device - a.bytes_nvme_to_device) + (b.bytes_nvme_to_cpu - a.bytes_nvme_to_cpu);
-}
-
-/// Runs one repetition: reset, prefill `prompt`, n_gen - 1 greedy decode steps. `store` (may be
-/// null) is the model's expert store, whose counters split the decode traffic by path.
-Result<Rep> run_once(Session& s, const Model* store, const std::vector<int32_t>& prompt, int n_gen) {
-  using Clock = std::chrono::steady_clock;
-  s.reset();
-  std::vector<float> logits;
-  Rep rep;
-  const auto t0 = Clock::now();
-  DS4_TRY_VOID(s.eval(prompt, nullptr, &logits));
-  rep.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const int64_t vocab = int64_t(logits.size());
-  DS4_TRY_VOID(check_finite_logits(logits, vocab, int64_t(prompt.size()) - 1, args.model.model));
-  int32_t tok = argmax(logits);
-  const WeightTraffic w0 = s.weight_traffic();
-  const staging::StagingCounters c0 = store ? store->expert_counters() : staging::StagingCounters{};
-  const DeviceTierTraffic d0 = store ? store->device_tier_traffic() : DeviceTierTraffic{};
-  const auto t1 = Clock::now();
-  for (int i = 1; i < n_gen; ++i) {
-    const int32_t one[1] = {tok};
-    DS4_TRY_VOID(s.eval(one, nullptr, &logits));
-    DS4_TRY_VOID(check_finite_logits(logits, vocab, int64_t(prompt.size()) + i - 1, args.model.model));
-    tok = argmax(logits);
-  }
-  rep.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-  const WeightTraffic w1 = s.weight_traffic();
-  rep.decode_bytes = w1.total - w0.total;
-  rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
-  if (store) {
-    add_store_delta(c0, store->expert_counters(), &rep);
-    const DeviceTierTraffic d1 = store->device_tier_traffic();
-    rep.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
-                 d1.h2d_staged - d0.h2d_staged};
-  }
-  return rep;
-}
-
 std::string fmtd(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -457,7 +400,7 @@ int run_bench() {
   {
     std::vector<int32_t> w(size_t(std::max(1, std::min(prompts.value()[0], 32))));
     for (auto& t : w) t = tok(rng);
-    if (auto r = run_once(s, store, w, 2); !r) return fail(cmd, r.error().message);
+    if (auto r = bench_run_once(s, store, w, 2, args.model.model); !r) return fail(cmd, r.error().message);
   }
   const int threads = m->options().threads > 0 ? m->options().threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Row> rows;
@@ -466,36 +409,27 @@ int run_bench() {
     std::vector<int32_t> prompt(static_cast<size_t>(std::max(p, 1)));
     for (auto& t : prompt) t = tok(rng);
     for (int n : gen_list) {
+      auto t = bench_measure(s, store, prompt, n, args.reps, args.model.model);
+      if (!t) return fail(cmd, t.error().message);
       std::vector<double> pp, ttft, tg;
-      double bytes = 0, expert_bytes = 0, staged = 0, nvme = 0;
-      DeviceTierTraffic tiers;
-      for (int r = 0; r < args.reps; ++r) {
-        auto res = run_once(s, store, prompt, n);
-        if (!res) return fail(cmd, res.error().message);
-        ttft.push_back(res->ttft_s * 1e3);
-        pp.push_back(double(p) / res->ttft_s);
-        if (n > 1) tg.push_back(double(n - 1) / res->decode_s);
-        bytes += double(res->decode_bytes);
-        expert_bytes += double(res->decode_expert_bytes);
-        staged += double(res->staged_bytes);
-        nvme += double(res->nvme_bytes);
-        tiers.device_resident += res->tiers.device_resident;
-        tiers.staged += res->tiers.staged;
-        tiers.host += res->tiers.host;
-        tiers.h2d_staged += res->tiers.h2d_staged;
+      for (const BenchRep& res : t->reps) {
+        ttft.push_back(res.ttft_s * 1e3);
+        pp.push_back(double(p) / res.ttft_s);
+        if (n > 1) tg.push_back(double(n - 1) / res.decode_s);
       }
       // One pp row per prompt length (from the first generation length's runs).
       if (p > 0 && n == gen_list[0]) rows.push_back({p, 0, "pp" + std::to_string(p), stat_of(pp), stat_of(ttft), false});
       if (n > 1) {
-        const double toks = double(args.reps) * double(n - 1);
+        const double toks = t->decode_tokens;
         Row row{p, n, "tg" + std::to_string(n) + " @ d" + std::to_string(p), stat_of(tg), {}, true,
-                bytes / toks, expert_bytes / toks};
-        row.bpt_staged = staged / toks;
-        row.bpt_nvme = nvme / toks;
-        row.bpt_dev_resident = double(tiers.device_resident) / toks;
-        row.bpt_dev_staged = double(tiers.staged) / toks;
-        row.bpt_dev_host = double(tiers.host) / toks;
-        row.bpt_dev_h2d = double(tiers.h2d_staged) / toks;
+                double(t->decode_bytes) / toks, double(t->decode_expert_bytes) / toks};
+        row.bpt_staged = double(t->staged_bytes) / toks;
+        row.bpt_nvme = double(t->nvme_bytes) / toks;
+        const TierBytesPerToken tiers = tier_bytes_per_token(*t);
+        row.bpt_dev_resident = tiers.device_resident;
+        row.bpt_dev_staged = tiers.staged;
+        row.bpt_dev_host = tiers.host;
+        row.bpt_dev_h2d = tiers.h2d_staged;
         // Roofline: every weight byte the cores multiplied at the probed read bandwidth, plus the
         // staged copies at the probed memcpy bandwidth (a CPU build's "H2D"). NVMe reads are not
         // charged (bench does not probe the drive; `plan --probe` does).

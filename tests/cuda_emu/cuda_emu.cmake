@@ -8,7 +8,10 @@
 # for <target>). The same .cu files can still be built by nvcc in kernels/cuda.
 set(DS4_CUDA_EMU_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_library(ds4_cuda_emu STATIC
-  ${DS4_CUDA_EMU_DIR}/cuda_emu_runtime.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_scheduler.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_memory.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_streams.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_devices.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_tables.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_fiber.cpp
   ${DS4_CUDA_EMU_DIR}/nccl_emu.cpp)

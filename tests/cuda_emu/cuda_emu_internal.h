@@ -1,5 +1,6 @@
 // tests/cuda_emu/cuda_emu_internal.h — the emulator's scheduler interface shared by the runtime
-// (cuda_emu_runtime.cpp) and the in-process NCCL (nccl_emu.cpp). Internal to the emulator.
+// (cuda_emu_scheduler.cpp, files listed in cuda_emu_state.h) and the in-process NCCL (nccl_emu.cpp).
+// Internal to the emulator.
 #pragma once
 
 #include <chrono>

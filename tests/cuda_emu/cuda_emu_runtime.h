@@ -1,5 +1,6 @@
 // tests/cuda_emu/cuda_emu_runtime.h — the CUDA runtime API subset of the emulator (names, values
-// and semantics from the CUDA Runtime API reference; implemented in cuda_emu_runtime.cpp).
+// and semantics from the CUDA Runtime API reference; implemented by the files cuda_emu_state.h
+// lists).
 // Included by cuda_emu.h; not a standalone header.
 #pragma once
 
@@ -150,7 +151,7 @@ struct cudaDeviceProp {
   size_t sharedMemPerBlockOptin;
 };
 
-// ---- runtime API (cuda_emu_runtime.cpp) ----------------------------------------------------------
+// ---- runtime API (cuda_emu_memory.cpp, cuda_emu_streams.cpp, cuda_emu_devices.cpp) ---------------
 const char* cudaGetErrorString(cudaError_t e);
 const char* cudaGetErrorName(cudaError_t e);
 cudaError_t cudaGetLastError();

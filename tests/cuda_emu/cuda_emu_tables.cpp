@@ -1,6 +1,6 @@
 // tests/cuda_emu/cuda_emu_tables.cpp — the emulated CUDA runtime's fixed tables: the error names
 // and strings of cudaError_t (CUDA Runtime API "Error Handling") and cudaDeviceGetAttribute over
-// the emulated device's properties (cudaGetDeviceProperties in cuda_emu_runtime.cpp).
+// the emulated device's properties (cudaGetDeviceProperties in cuda_emu_devices.cpp).
 #include <cstring>
 
 #include "tests/cuda_emu/cuda_emu_internal.h"

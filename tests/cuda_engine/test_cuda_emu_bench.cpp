@@ -1,0 +1,197 @@
+// cuda_emu_bench_test (label emu): `bench --backend cuda --plan F` on the dsv4-tiny fixture, with
+// the CUDA backend compiled against the CUDA emulation (tests/cuda_emu). The model is loaded as
+// bench loads it (cli::load_model, activations "auto" = q8 for bench) with a plan file written
+// here that keeps a third of each layer's experts in VRAM and stages the rest from pinned or
+// pageable host memory; the test then runs bench's own measurement (cli::bench_measure, what
+// cmd_bench.cpp prints) and checks the bytes per decoded token per tier that bench reports from
+// the backend's counters (Model::device_tier_traffic) against the plan's bookkeeping
+// (placement::plan_bytes_for_routing) for the routing the decode steps took.
+// Independent of the counters under test: the routing (the CPU backend's run of the same tokens,
+// its router trace), one routed expert's bytes per layer (the GGUF header's expert tensors over
+// expert_count), the non-expert weight bytes per step (the CPU run's engine counters). The
+// tokens of every repetition must equal the CPU backend's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/bench_measure.h"
+#include "engine/cli/cli_common.h"
+#include "engine/model_config.h"
+#include "gguf/gguf_file.h"
+#include "golden_data.h"
+#include "kernels/cuda/device_cuda.h"
+#include "kernels/device.h"
+#include "placement/plan_file.h"
+#include "support/test_env.h"
+
+namespace ds4 {
+namespace {
+
+// This binary's CUDA backend is the emulated one (tests/cuda_engine/CMakeLists.txt): the engine's
+// --backend cuda makes its devices through the test factory (also in a build without nvcc).
+const bool kEmuFactory = [] {
+  dev::set_cuda_device_factory([](int ordinal) {
+    auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal});
+    DS4_CHECK(d.ok());
+    return std::move(d).value();
+  });
+  return true;
+}();
+
+constexpr int kPrompt = 4;  // prompt tokens (the emulator is slow)
+constexpr int kGen = 3;     // bench -n: the first token from the prefill, then 2 timed decode steps
+constexpr int kReps = 2;    // bench -r
+
+/// Bytes of one routed expert per layer from the GGUF header: the gate, up and down expert
+/// tensors' bytes over their expert count (ne[2]).
+std::vector<int64_t> expert_bytes_from_header(const std::string& path, int n_layer) {
+  gguf::OpenOptions oo;
+  oo.map_data = false;
+  auto g = gguf::GgufModel::open(path, oo);
+  EXPECT_TRUE(g.ok());
+  std::vector<int64_t> b(size_t(n_layer), 0);
+  if (!g.ok()) return b;
+  for (const auto& t : g->tensors())
+    for (int l = 0; l < n_layer; ++l)
+      for (const char* p : {"gate", "up", "down"})
+        if (t.name == "blk." + std::to_string(l) + ".ffn_" + p + "_exps.weight") b[size_t(l)] += int64_t(t.nbytes / uint64_t(t.ne[2]));
+  return b;
+}
+
+/// Tier of expert e of layer l in the plan written here: V (VRAM), H (pinned host), P (pageable
+/// host), in turn.
+char tier_of(int l, int e) { return "VHP"[(l + e) % 3]; }
+
+/// Writes a one-GPU plan file (placement/plan_report.h's format) with tier_of's placement.
+std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& expert_bytes) {
+  using nlohmann::json;
+  json j{{"format", "ds4-placement-plan"}, {"version", 1}, {"policy", "test"}, {"ranks", 1},
+         {"model", {{"n_layers", c.n_layer}, {"n_experts", c.n_expert}, {"top_k", c.n_expert_used}}},
+         {"nodes", json::array({json{{"id", 0}}})},
+         {"prediction", json{{"vram_bytes_per_token", json::array({0})}, {"link_bytes_per_token", json::array({0})},
+                             {"cpu_bytes_per_token", json::array({0})}, {"nvme_bytes_per_token", 0}}}};
+  j["layers"] = json::array();
+  for (int l = 0; l < c.n_layer; ++l) {
+    std::string tiers;
+    for (int e = 0; e < c.n_expert; ++e) tiers += tier_of(l, e);
+    j["layers"].push_back({{"layer", l}, {"mode", "whole"}, {"expert_bytes", expert_bytes[size_t(l)]}, {"tier", tiers},
+                           {"owner", std::vector<int>(size_t(c.n_expert), 0)},
+                           {"node", std::vector<int>(size_t(c.n_expert), 0)}});
+  }
+  const std::string path = (test::scratch_dir("cuda_emu_bench") / "plan.json").string();
+  std::ofstream(path) << j.dump(1) << "\n";
+  return path;
+}
+
+/// The CPU backend's greedy run of `prompt` (its own loop, not bench's): tokens, the router trace
+/// and the engine's weight bytes over the decode steps.
+struct CpuRun {
+  ModelConfig config;
+  std::vector<int32_t> tokens;
+  ForwardTrace trace;
+  WeightTraffic decode;  // differences over the n_gen - 1 decode evals
+};
+
+CpuRun cpu_run(const std::vector<int32_t>& prompt, int n_gen) {
+  CpuRun r;
+  cli::ModelArgs a;
+  a.model = test::tiny_gguf().string();
+  a.backend = "cpu";
+  a.threads = 1;
+  auto m = cli::load_model(a, "bench");
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  if (!m.ok()) return r;
+  r.config = (*m)->config();
+  auto s = Session::create(*m);
+  EXPECT_TRUE(s.ok());
+  if (!s.ok()) return r;
+  (*s)->set_trace(&r.trace);
+  std::vector<float> last;
+  EXPECT_TRUE((*s)->eval(prompt, nullptr, &last).ok());
+  const WeightTraffic w0 = (*s)->weight_traffic();
+  for (int i = 0; i < n_gen; ++i) {
+    r.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+    if (i + 1 < n_gen) {
+      EXPECT_TRUE((*s)->eval(std::span<const int32_t>(&r.tokens.back(), 1), nullptr, &last).ok());
+    }
+  }
+  const WeightTraffic w1 = (*s)->weight_traffic();
+  r.decode = {w1.total - w0.total, w1.routed_experts - w0.routed_experts};
+  (*s)->set_trace(nullptr);
+  return r;
+}
+
+TEST(CudaEmuBench, TierBytesPerTokenAreThePlansForTheRouting) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string model = test::tiny_gguf().string();
+  const std::vector<int32_t> ids = test::load_goldens()[0].ids;
+  ASSERT_GE(ids.size(), size_t(kPrompt));
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  const CpuRun cpu = cpu_run(prompt, kGen);
+  ASSERT_EQ(cpu.tokens.size(), size_t(kGen));
+
+  // bench --backend cuda --plan F (activations auto), as cmd_bench.cpp loads and measures.
+  cli::ModelArgs a;
+  a.model = model;
+  a.backend = "cuda";
+  a.threads = 1;
+  const ModelConfig& c = cpu.config;
+  const std::vector<int64_t> eb = expert_bytes_from_header(model, c.n_layer);
+  a.plan = write_plan(c, eb);
+  auto m = cli::load_model(a, "bench");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_NE((*m)->expert_plan(), nullptr) << "expected the model to carry the --plan file";
+  auto s = Session::create(*m);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto t = cli::bench_measure(**s, m->get(), prompt, kGen, kReps, model);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->reps.size(), size_t(kReps));
+  for (const cli::BenchRep& r : t->reps) EXPECT_EQ(r.tokens, cpu.tokens);
+
+  // The plan's bookkeeping for the decode steps' routing (positions kPrompt .. kPrompt+kGen-2),
+  // read back from the file by the placement reader; every repetition routes the same.
+  auto pf = placement::read_plan_file(a.plan, c.n_layer, c.n_expert, c.n_expert_used);
+  ASSERT_TRUE(pf.ok()) << pf.error().message;
+  std::vector<std::vector<std::vector<int32_t>>> routes(size_t(c.n_layer));
+  ASSERT_EQ(cpu.trace.router.size(), size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    ASSERT_EQ(cpu.trace.router[size_t(l)].size(), size_t(kPrompt + kGen - 1)) << "layer " << l;
+    routes[size_t(l)].assign(cpu.trace.router[size_t(l)].begin() + kPrompt, cpu.trace.router[size_t(l)].end());
+  }
+  const placement::TierBytes plan = placement::plan_bytes_for_routing(pf->plan, eb, 1, {0}, routes);
+  const double routed_per_rep = plan.vram_total() + plan.link_total();
+  EXPECT_GT(plan.vram_total(), 0) << "expected the routing to use resident experts";
+  EXPECT_GT(plan.link_total(), 0) << "expected the routing to use staged experts";
+  EXPECT_EQ(double(cpu.decode.routed_experts), routed_per_rep) << "the CPU run's routed bytes vs its routing";
+  const double dense_per_rep = double(cpu.decode.total - cpu.decode.routed_experts);
+
+  // Totals over the repetitions, then per decoded token as bench reports them.
+  EXPECT_EQ(t->decode_tokens, double(kReps * (kGen - 1)));
+  EXPECT_EQ(double(t->tiers.staged), kReps * plan.link_total());
+  EXPECT_EQ(double(t->tiers.h2d_staged), kReps * plan.link_total());
+  EXPECT_EQ(double(t->tiers.device_resident), kReps * (dense_per_rep + plan.vram_total()));
+  EXPECT_EQ(t->tiers.host, 0u);
+  const cli::TierBytesPerToken bpt = cli::tier_bytes_per_token(*t);
+  const double toks = kReps * (kGen - 1);
+  EXPECT_DOUBLE_EQ(bpt.staged, kReps * plan.link_total() / toks);
+  EXPECT_DOUBLE_EQ(bpt.h2d_staged, kReps * plan.link_total() / toks);
+  EXPECT_DOUBLE_EQ(bpt.device_resident, kReps * (dense_per_rep + plan.vram_total()) / toks);
+  EXPECT_EQ(bpt.host, 0.0);
+  // The engine's counters agree: every weight byte read in one of the device's tiers.
+  EXPECT_EQ(double(t->decode_bytes), kReps * (dense_per_rep + routed_per_rep));
+  EXPECT_EQ(t->tiers.device_resident + t->tiers.staged, t->decode_bytes);
+  std::printf("  bench tiers (B/tok): device-resident %.0f (routed %.0f), staged %.0f; %.1f s\n", bpt.device_resident,
+              kReps * plan.vram_total() / toks, bpt.staged,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
+}  // namespace ds4
