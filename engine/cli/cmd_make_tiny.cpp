@@ -46,9 +46,7 @@ int run() {
     o.gate_up_type = o.down_type = t.value();
   }
   o.seed = args.seed;
-  if (args.threads < 0 || args.threads > kMaxThreads)
-    return fail(cmd, "-t/--threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
-                         std::to_string(args.threads));
+  if (auto t = check_threads(args.threads); !t) return fail(cmd, t.error().message);
   o.threads = args.threads;
   std::fprintf(stderr, "make-tiny: config %s (%d layers, dim %lld, %d experts, moe_inter_dim %lld), experts %s/%s/%s, seed %llu\n",
                o.config.name.c_str(), o.config.n_layers, (long long)o.config.dim, o.config.n_routed_experts,
