@@ -22,6 +22,7 @@
 #include "engine/load_progress.h"
 #include "engine/official_config.h"
 #include "gguf/safetensors.h"
+#include "gguf/safetensors_shards.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/deepseek_formats.h"
@@ -522,6 +523,7 @@ Result<gguf::GgufModel> open_view(const std::string& path, OfficialCheckpointSta
                                   std::map<std::string, TensorFill>* fills) {
   OfficialCheckpointStats local;
   OfficialCheckpointStats& st = stats ? *stats : local;
+  DS4_TRY_VOID(gguf::check_safetensors_shard_set(path));  // a lone shard or an incomplete set, before any mapping
   DS4_TRY(gguf::SafetensorsCheckpoint ck, gguf::SafetensorsCheckpoint::open(path));
   auto shared = std::make_shared<const gguf::SafetensorsCheckpoint>(std::move(ck));
   DS4_TRY(OfficialConfig cfg, read_official_config(shared->folder()));
@@ -566,12 +568,28 @@ Result<gguf::GgufModel> open_official_checkpoint_lazy(const std::string& path, s
 }
 
 Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts) {
+  DS4_TRY_VOID(gguf::check_safetensors_shard_set(path));  // e.g. a folder of shards without its index
   if (gguf::is_safetensors_path(path)) return open_official_checkpoint(path, nullptr, opts.map_data);
   std::error_code ec;
   if (fs::is_directory(path, ec))
     return Error{path + ": a folder without model.safetensors.index.json or model.safetensors; expected a GGUF file "
                         "or a safetensors checkpoint folder"};
   return gguf::GgufModel::open(path, opts);
+}
+
+Result<gguf::Metadata> read_model_metadata(const std::string& path) {
+  DS4_TRY_VOID(gguf::check_safetensors_shard_set(path));
+  std::error_code ec;
+  if (gguf::is_safetensors_path(path)) {
+    fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+    if (folder.empty()) folder = ".";
+    DS4_TRY(OfficialConfig cfg, read_official_config(folder.string()));
+    return std::move(cfg.metadata);
+  }
+  gguf::OpenOptions oo;
+  oo.map_data = false;
+  DS4_TRY(gguf::GgufModel g, open_model_file(path, oo));
+  return g.metadata();
 }
 
 }  // namespace ds4

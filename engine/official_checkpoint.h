@@ -63,7 +63,8 @@ struct OfficialCheckpointStats {
 /// scale shape that does not match its encoding; an E8M0 scale 0xFF (NaN) or an NVFP4 scale with
 /// the sign bit or NaN; a tid2eid entry outside 0..n_routed_experts-1; experts of one projection in
 /// mixed formats. The config/shape cross-check is model_config_from_gguf's, done by the caller.
-/// With `repack` false only the tensor list, types and shapes are built (data = nullptr, nothing
+/// A lone shard of a split set or an incomplete set is refused before anything is mapped
+/// (check_safetensors_shard_set). With `repack` false only the tensor list, types and shapes are built (data = nullptr, nothing
 /// repacked; what `plan -m` and `bench` need to size a model without the 148 GB pass).
 Result<gguf::GgufModel> open_official_checkpoint(const std::string& path, OfficialCheckpointStats* stats = nullptr,
                                                  bool repack = true);
@@ -88,7 +89,15 @@ Result<gguf::GgufModel> open_official_checkpoint_lazy(const std::string& path, s
 
 /// Opens any model path the CLI accepts: a GGUF file or split set (gguf::GgufModel::open with
 /// `opts`), or a safetensors checkpoint (open_official_checkpoint; repacks only when
-/// `opts.map_data`).
+/// `opts.map_data`). A lone shard of a split safetensors checkpoint, or a folder of shards without
+/// its index, is refused first (gguf/safetensors_shards.h check_safetensors_shard_set).
 Result<gguf::GgufModel> open_model_file(const std::string& path, const gguf::OpenOptions& opts = {});
+
+/// The metadata (`deepseek4.*`, `tokenizer.ggml.*` keys) of the model at `path` without its
+/// weights, for checks before a load: a GGUF's header (every shard's header parsed, no tensor
+/// data read), or a checkpoint's config.json and tokenizer.json converted as the loader does (no
+/// shard opened; the shard set checked by name first). Errors: check_safetensors_shard_set's,
+/// read_official_config's and gguf::GgufModel::open's.
+Result<gguf::Metadata> read_model_metadata(const std::string& path);
 
 }  // namespace ds4

@@ -169,6 +169,13 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
 }  // namespace
 
 Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, const ModelOptions& opts) {
+  // Options first, before anything is mapped. Threads: one OS thread each, so an absurd count
+  // would exhaust the process limit.
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    return Error{path + ": threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
+                 std::to_string(opts.threads)};
+  auto kind = dev::parse_backend(opts.backend);
+  if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   DS4_TRY(gguf::GgufModel file, open_model_file(path));  // GGUF or a safetensors checkpoint
   std::shared_ptr<Dsv4Model> m(new Dsv4Model(std::move(file)));
   m->opts_ = opts;
@@ -188,8 +195,6 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   // Backend: a device with its own memory and neither --plan nor --experts-tier gets a plan made
   // now from the device's free memory (engine/device_plan.h); the device is made first for it.
-  auto kind = dev::parse_backend(opts.backend);
-  if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   if (!opts.expert_plan.empty()) {
     DS4_TRY(m->plan_, read_plan(path, opts, m->config_, m->file_));
   } else if (*kind == dev::BackendKind::Cuda && opts.experts_tier.empty() && opts.tp == 1) {
@@ -220,10 +225,6 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (!vocab.tokens.empty()) {
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
   }
-  // Threads: one OS thread each, so an absurd count would exhaust the process limit.
-  if (opts.threads < 0 || opts.threads > kMaxThreads)
-    return Error{path + ": threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
-                 std::to_string(opts.threads)};
   // Tensor-parallel ranks: shards validated before any thread or device is made.
   const int R = opts.tp;
   if (R != 1 && R != 2 && R != 4 && R != 8)

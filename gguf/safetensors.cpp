@@ -2,6 +2,7 @@
 // length, JSON header, data section fully covered by the tensors' data_offsets); sharding by
 // transformers' `model.safetensors.index.json` (`weight_map`).
 #include "gguf/safetensors.h"
+#include "gguf/safetensors_shards.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -276,6 +277,45 @@ Result<std::string> read_small_file(const std::string& path, uint64_t limit) {
 
 }  // namespace
 
+Result<SafetensorsIndex> read_safetensors_index(const std::string& index_path) {
+  SafetensorsIndex r;
+  r.path = index_path;
+  r.folder = fs::path(index_path).parent_path().string();
+  if (r.folder.empty()) r.folder = ".";
+  DS4_TRY(std::string text, read_small_file(index_path, kMaxSafetensorsHeader));
+  DS4_TRY(json idx, parse_json(text.data(), text.size(), index_path, "index"));
+  if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+    return Error{index_path + ": expected an object with a 'weight_map' object (tensor -> shard file), found " +
+                 std::string(idx.is_object() ? "no weight_map object" : idx.type_name())};
+  std::set<std::string> seen;
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    if (!it->is_string())
+      return Error{index_path + ": weight_map['" + it.key() + "'] is " + std::string(it->type_name()) +
+                   "; expected a shard file name"};
+    const std::string f = it->get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      return Error{index_path + ": weight_map['" + it.key() + "'] = '" + f +
+                   "'; expected a file name in the index's folder"};
+    r.weight_map[it.key()] = f;
+    if (seen.insert(f).second) r.shard_files.push_back(f);
+  }
+  std::sort(r.shard_files.begin(), r.shard_files.end());
+  std::vector<std::string> missing;
+  std::error_code ec;
+  for (const auto& f : r.shard_files)
+    if (!fs::exists(fs::path(r.folder) / f, ec)) missing.push_back(f);
+  if (!missing.empty()) {
+    // The first names say which; an index of 99,999 shards would otherwise print them all.
+    constexpr size_t kShown = 8;
+    std::string list;
+    for (size_t k = 0; k < missing.size() && k < kShown; ++k) list += (k ? ", " : "") + missing[k];
+    if (missing.size() > kShown) list += ", ... and " + std::to_string(missing.size() - kShown) + " more";
+    return Error{index_path + ": " + std::to_string(missing.size()) + " of " + std::to_string(r.shard_files.size()) +
+                 " shard(s) named in the index are missing from " + r.folder + ": " + list};
+  }
+  return r;
+}
+
 bool is_safetensors_path(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
@@ -304,37 +344,13 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& pat
   c.folder_ = fs::path(index_path.empty() ? single : index_path).parent_path().string();
   if (c.folder_.empty()) c.folder_ = ".";
 
-  // Shard list: (file name, tensors the index puts there).
+  // Shard list: (file name, tensors the index puts there); every shard checked present first.
   std::vector<std::string> shard_files;
   std::unordered_map<std::string, std::string> weight_map;
   if (!index_path.empty()) {
-    DS4_TRY(std::string text, read_small_file(index_path, kMaxSafetensorsHeader));
-    DS4_TRY(json idx, parse_json(text.data(), text.size(), index_path, "index"));
-    if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
-      return Error{index_path + ": expected an object with a 'weight_map' object (tensor -> shard file), found " +
-                   std::string(idx.is_object() ? "no weight_map object" : idx.type_name())};
-    std::set<std::string> seen;
-    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-      if (!it->is_string())
-        return Error{index_path + ": weight_map['" + it.key() + "'] is " + std::string(it->type_name()) +
-                     "; expected a shard file name"};
-      const std::string f = it->get<std::string>();
-      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-        return Error{index_path + ": weight_map['" + it.key() + "'] = '" + f +
-                     "'; expected a file name in the index's folder"};
-      weight_map[it.key()] = f;
-      if (seen.insert(f).second) shard_files.push_back(f);
-    }
-    std::sort(shard_files.begin(), shard_files.end());
-    std::vector<std::string> missing;
-    for (const auto& f : shard_files)
-      if (!fs::exists(fs::path(c.folder_) / f, ec)) missing.push_back(f);
-    if (!missing.empty()) {
-      std::string list;
-      for (const auto& f : missing) list += (list.empty() ? "" : ", ") + f;
-      return Error{index_path + ": " + std::to_string(missing.size()) + " shard(s) named in the index are missing from " +
-                   c.folder_ + ": " + list};
-    }
+    DS4_TRY(SafetensorsIndex idx, read_safetensors_index(index_path));
+    shard_files = std::move(idx.shard_files);
+    weight_map = std::move(idx.weight_map);
   }
 
   std::vector<std::string> paths;

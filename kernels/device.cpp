@@ -120,12 +120,14 @@ Result<BackendKind> parse_backend(const std::string& name) {
     return Error{"backend 'cuda': expected a build with the CUDA backend, found one built without CUDA (no nvcc)"};
 #endif
   }
-  if (name == "auto" || name.empty()) {
+  if (name == "auto") {
     if (cuda_devices() > 0) return BackendKind::Cuda;
     std::fprintf(stderr, "ds4: --backend auto: no CUDA device found, using the CPU backend\n");
     return BackendKind::Cpu;
   }
-  return Error{"backend '" + name + "': expected cpu, cuda or auto"};
+  // An empty value (`--backend ''`, an unset variable) is refused like any other word, not read as auto.
+  return Error{"backend " + (name.empty() ? std::string("''") : "'" + name + "'") + ": expected cpu, cuda or auto, found " +
+               (name.empty() ? std::string("an empty string") : "'" + name + "'")};
 }
 
 std::unique_ptr<Device> make_device(BackendKind k, int threads, int ordinal) {

@@ -333,7 +333,8 @@ std::unique_ptr<Device> make_cpu_device(int threads);
 enum class BackendKind { Cpu, Cuda };
 /// Parses "cpu", "cuda" or "auto" (auto = CUDA when a CUDA device is present, else the CPU, with
 /// one line on stderr saying so). "cuda" without a CUDA device (or in a build without CUDA) is an
-/// Error naming what was found. Errors name the value and the accepted ones.
+/// Error naming what was found. Anything else, the empty string included, is an Error naming the
+/// value and the accepted ones.
 Result<BackendKind> parse_backend(const std::string& name);
 /// A device of kind `k`: the CPU with `threads` workers, or CUDA device `ordinal` (aborts when it
 /// cannot be made: parse_backend checked that it exists).

@@ -22,11 +22,27 @@
 #include <thread>
 
 #include "ds4/file_io.h"
+#include "engine/dsv4_model.h"
 #include "engine/model_config.h"
+#include "engine/official_checkpoint.h"
+#include "kernels/device.h"
 #include "gguf/safetensors.h"
 #include "kernels/cpu/cpu_features.h"
 
 namespace ds4::cli {
+
+namespace {
+// The text commands' tokenizer errors, the same before the load (preflight_model, from the
+// header) and after it (text_tokenizer).
+std::string no_tokenizer_message(const std::string& path) {
+  return path + ": the model has no tokenizer.ggml.* metadata (GGUF) or tokenizer.json (checkpoint folder), so "
+                "text cannot be tokenized (use `score --token-ids` with token ids)";
+}
+std::string tokenizer_size_message(const std::string& path, int64_t tokens, int64_t vocab) {
+  return path + ": tokenizer has " + std::to_string(tokens) + " tokens, expected vocab_size " + std::to_string(vocab) +
+         " (tokenizer.ggml.tokens vs deepseek4.vocab_size)";
+}
+}  // namespace
 
 Result<std::string> read_text_file(const std::string& path, const std::string& what, uint64_t max_bytes,
                                    bool allow_stdin) {
@@ -91,14 +107,61 @@ const char* activations_name(Activations a) {
   return a == Activations::Q8 ? "q8" : a == Activations::Fp8 ? "fp8" : "f32";
 }
 
-Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command) {
-  std::string why;
-  DS4_TRY(Activations acts, resolve_activations(a.activations, command, &why));
-  if (a.threads < 0) return Error{"-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(a.threads)};
+Result<void> check_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    return Error{"-t/--threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " + std::to_string(threads)};
+  return ok();
+}
+
+Result<void> preflight_model(const ModelArgs& a, const char* command, const ModelNeeds& need) {
+  DS4_TRY(Activations acts, resolve_activations(a.activations, command, nullptr));
+  (void)acts;
+  DS4_TRY_VOID(check_threads(a.threads));
+  // "auto" is resolved (with its one note) by Model::load; "cuda" without a device fails here.
+  if (a.backend != "auto") {
+    auto k = dev::parse_backend(a.backend);
+    if (!k) return Error{"--backend: " + k.error().message};
+  }
   std::error_code ec;
   // A safetensors checkpoint folder is opened (and validated) by the checkpoint reader; every other
   // model path must be a regular file (a FIFO or device would block or read forever).
   if (!std::filesystem::is_directory(a.model, ec)) DS4_TRY_VOID(check_regular_file(a.model, "-m/--model"));
+  if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
+  if (a.ctx_size < 0)
+    return Error{"-c/--ctx-size: expected 0 (the model's context) or a positive token count, found " +
+                 std::to_string(a.ctx_size)};
+  // The header only: a GGUF's key/value and tensor-info section, or a checkpoint's config files.
+  DS4_TRY(gguf::Metadata md, read_model_metadata(a.model));
+  if (md.has("deepseek4.context_length")) {
+    if (auto n_ctx = md.get_int("deepseek4.context_length"); n_ctx.ok() && *n_ctx > 0) {
+      if (a.ctx_size > *n_ctx)
+        return Error{"-c/--ctx-size " + std::to_string(a.ctx_size) + ": expected at most the model's context_length " +
+                     std::to_string(*n_ctx)};
+      if (need.ctx > *n_ctx)
+        return Error{std::string(need.ctx_option) + " " + std::to_string(need.ctx) +
+                     ": expected at most the model's context_length " + std::to_string(*n_ctx)};
+    }
+  }
+  if (need.tokenizer) {
+    DS4_TRY(TokenizerVocab v, tokenizer_vocab_from_gguf(md));
+    if (v.tokens.empty()) return Error{no_tokenizer_message(a.model)};
+    if (auto vocab = md.get_int("deepseek4.vocab_size"); vocab.ok() && int64_t(v.tokens.size()) != *vocab)
+      return Error{tokenizer_size_message(a.model, int64_t(v.tokens.size()), *vocab)};
+  }
+  // Once per process: a command may run the preflight before its own early work and load_model again.
+  static bool warned = false;
+  if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && a.threads > int(hw) && !warned) {
+    warned = true;
+    std::fprintf(stderr, "%s: warning: -t %d is more than the %u hardware threads of this machine (slower, not faster)\n",
+                 command, a.threads, hw);
+  }
+  return ok();
+}
+
+Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command, const ModelNeeds& need) {
+  DS4_TRY_VOID(preflight_model(a, command, need));
+  std::string why;
+  DS4_TRY(Activations acts, resolve_activations(a.activations, command, &why));
   if (acts == Activations::Fp8 && !gguf::is_safetensors_path(a.model))
     std::fprintf(stderr,
                  "%s: note: --activations fp8 reproduces DeepSeek's QAT numerics on an official safetensors checkpoint; "
@@ -110,9 +173,6 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                  "%s: note: -ngl/--n-gpu-layers %s is not used: this runtime runs every layer on each --tp device "
                  "and places routed experts by a plan (`ds4-offload plan -m MODEL --json plan.json`, then --plan "
                  "plan.json)\n", command, a.n_gpu_layers.c_str());
-  if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && a.threads > int(hw))
-    std::fprintf(stderr, "%s: warning: -t %d is more than the %u hardware threads of this machine (slower, not faster)\n",
-                 command, a.threads, hw);
   ModelOptions mo;
   mo.activations = acts;
   mo.threads = a.threads;
@@ -120,7 +180,6 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.experts_tier = a.experts_tier;
   mo.expert_plan = a.plan;
   mo.backend = a.backend;
-  if (!a.plan.empty() && !std::filesystem::exists(a.plan, ec)) return Error{"--plan '" + a.plan + "': file not found"};
   auto t0 = std::chrono::steady_clock::now();
   std::error_code sec;
   // A checkpoint folder (or a path file_size cannot size) reports no size: 0, printed as none.
@@ -209,7 +268,14 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                 "Every value gives bit-identical logits")
       ->capture_default_str();
   s->add_option("--backend", a.backend, "Compute backend: cpu, cuda (a CUDA build with a visible GPU), or auto (cuda when available, else cpu)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v == "cpu" || v == "cuda" || v == "auto") return std::string();
+            // An empty value (`--backend "$UNSET"`) is refused, not read as auto.
+            return "expected cpu, cuda or auto, found " + (v.empty() ? std::string("an empty string") : "'" + v + "'");
+          },
+          "cpu|cuda|auto"));
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
@@ -287,17 +353,15 @@ void resolve_seed(uint64_t& seed, bool random, const char* command) {
 
 Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path) {
   const Tokenizer* tok = m.tokenizer();
-  if (!tok)
-    return Error{path + ": the model has no tokenizer.ggml.* metadata (GGUF) or tokenizer.json (checkpoint "
-                        "folder), so text cannot be tokenized (use `score --token-ids` with token ids)"};
+  if (!tok) return Error{no_tokenizer_message(path)};
   if (tok->vocab_size() != m.config().vocab)
-    return Error{path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, expected vocab_size " +
-                 std::to_string(m.config().vocab) + " (tokenizer.ggml.tokens vs deepseek4.vocab_size)"};
+    return Error{tokenizer_size_message(path, tok->vocab_size(), m.config().vocab)};
   return tok;
 }
 
-Result<TextModel> load_text_model(const ModelArgs& a, const char* command) {
-  DS4_TRY(std::shared_ptr<Model> m, load_model(a, command));
+Result<TextModel> load_text_model(const ModelArgs& a, const char* command, ModelNeeds need) {
+  need.tokenizer = true;
+  DS4_TRY(std::shared_ptr<Model> m, load_model(a, command, need));
   DS4_TRY(const Tokenizer* tok, text_tokenizer(*m, a.model));
   return TextModel{std::move(m), tok};
 }

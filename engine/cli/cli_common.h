@@ -53,7 +53,7 @@ struct ModelArgs {
   std::string plan;                 // placement plan file (ModelOptions::expert_plan); "" = none
   int64_t ctx_size = 0;             // -c/--ctx-size: tokens of context (0 = the model's context_length)
   std::string n_gpu_layers;         // -ngl as given (llama.cpp habit; answered with a note, not used)
-  std::string backend = "auto";     // compute backend (ModelOptions::backend): cpu or auto
+  std::string backend = "auto";     // compute backend (ModelOptions::backend): cpu, cuda or auto
 };
 
 /// Which shared model options a subcommand declares (add_model_options).
@@ -100,10 +100,35 @@ void add_sampling_options(CLI::App* s, SamplerParams& p, bool* random_seed);
 /// "<command>: seed: N (random)" so the run can be repeated with --seed N.
 void resolve_seed(uint64_t& seed, bool random, const char* command);
 
+/// Error unless `threads` (-t/--threads) is 0 (all) to kMaxThreads (1024, each is an OS thread):
+/// "-t/--threads: expected 0 (all) to 1024, found N". Above the hardware thread count (but within
+/// the cap) it is accepted; preflight_model prints the one warning for that.
+Result<void> check_threads(int threads);
+
+/// What a subcommand needs of its model besides loading, checked by preflight_model before the
+/// weights are mapped.
+struct ModelNeeds {
+  bool tokenizer = false;  // text in or out (run, chat, perplexity, serve, calibrate): a tokenizer
+  int64_t ctx = 0;         // a context length asked by an option other than -c/--ctx-size
+                           // (perplexity's window, serve's --ctx); 0 = none
+  const char* ctx_option = "-c/--ctx-size";  // that option's name, for the message
+};
+
+/// The checks of `a` and `need` that do not need the weights, run by load_model before the model
+/// is mapped (a big model takes seconds to load, a bad flag must not wait for it): --activations,
+/// -t/--threads (check_threads; above the hardware thread count one warning per process), --backend (cpu,
+/// cuda or auto; cuda needs a device), the model path (a regular file or a checkpoint folder; a
+/// lone shard of a split safetensors set refused), --plan present; then the model's header only
+/// (read_model_metadata: a GGUF's header or a checkpoint's config.json and tokenizer.json):
+/// -c/--ctx-size and `need.ctx` at most its context_length, and with `need.tokenizer` tokenizer
+/// metadata present and as long as vocab_size. Errors name the option or file, what was expected
+/// and what was found.
+Result<void> preflight_model(const ModelArgs& a, const char* command, const ModelNeeds& need = {});
+
 /// Loads `a.model` with the parsed options, printing (to stderr) the file, load time and the
-/// default and effective --activations. Errors: missing file, bad --activations or threads, and
-/// every load error of Model::load.
-Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command);
+/// default and effective --activations. Errors: preflight_model's (before anything is mapped),
+/// then every load error of Model::load.
+Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* command, const ModelNeeds& need = {});
 
 /// The model's tokenizer, checked for text use (run, chat, perplexity, inspect --validate). Errors:
 /// "<path>: the model has no tokenizer.ggml.* metadata ..." and a token count that differs from
@@ -111,12 +136,13 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
 Result<const Tokenizer*> text_tokenizer(const Model& m, const std::string& path);
 
 /// A loaded model with the tokenizer text commands need (`run`, `chat`, `perplexity`):
-/// load_model then text_tokenizer; the first error of either.
+/// load_model (with `need.tokenizer` set, so a model without one is refused before loading) then
+/// text_tokenizer; the first error of either.
 struct TextModel {
   std::shared_ptr<Model> model;
   const Tokenizer* tokenizer = nullptr;  // owned by `model`
 };
-Result<TextModel> load_text_model(const ModelArgs& a, const char* command);
+Result<TextModel> load_text_model(const ModelArgs& a, const char* command, ModelNeeds need = {});
 
 /// Error unless every value of `logits` (rows of the model's vocabulary, the first at position
 /// `pos0`) is finite. The message names the position and points at `inspect --validate`: a NaN or

@@ -333,8 +333,7 @@ int run_bench() {
   if (args.output != "md" && args.output != "json" && args.output != "csv")
     return fail(cmd, "-o/--output: expected md, json or csv, found \"" + args.output + "\"");
   if (args.reps < 1) return fail(cmd, "-r/--repetitions: expected >= 1, found " + std::to_string(args.reps));
-  if (args.model.threads < 0)
-    return fail(cmd, "-t/--threads: expected 0 (all) or a positive count, found " + std::to_string(args.model.threads));
+  if (auto t = check_threads(args.model.threads); !t) return fail(cmd, t.error().message);
   if (args.probe_mib < 0) return fail(cmd, "--probe-mib: expected >= 0, found " + std::to_string(args.probe_mib));
   if (args.probe_mib > (int64_t(1) << 20))
     return fail(cmd, "--probe-mib: expected at most 1048576 (1 TiB), found " + std::to_string(args.probe_mib));
@@ -357,6 +356,10 @@ int run_bench() {
     return fail(cmd, "nothing to measure: -p 0 and -n 0 (pass a prompt length > 0 or a generation length >= 2)");
   if (auto a = parse_activations(args.model.activations); !a) return fail(cmd, a.error().message);
 
+  // The model's flags and header before the seconds of the bandwidth probe (load_model repeats
+  // the checks; the -t warning is printed once).
+  if (!args.probe)
+    if (auto p = preflight_model(args.model, cmd); !p) return fail(cmd, p.error().message);
   cpu::MemProbeOptions po;
   po.bytes = int64_t(args.probe_mib) << 20;
   po.threads = args.model.threads;

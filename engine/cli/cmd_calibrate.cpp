@@ -76,7 +76,7 @@ int run() {
     return fail(cmd, c.error().message);
   if (args.out.empty()) return fail(cmd, "-o/--output: expected a file path, found an empty string");
   if (auto w = check_output_writable(args.out, "-o/--output"); !w) return fail(cmd, w.error().message);
-  auto model = load_model(args.model, cmd);
+  auto model = load_model(args.model, cmd, ModelNeeds{.tokenizer = true, .ctx = args.ctx});  // checked before loading
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
   const Tokenizer* tok = m->tokenizer();

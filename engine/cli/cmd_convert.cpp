@@ -154,6 +154,7 @@ int run() {
       for (;;) ::pause();
   };
   if (args.prompt_ids && args.prompts.empty()) return fail(cmd, "--prompt-ids applies only with --prompts");
+  if (auto t = check_threads(args.threads); !t) return fail(cmd, t.error().message);
   if (args.to == "nvfp4") {
     if (!args.gguf.experts.empty()) return fail(cmd, "--experts applies only to --to gguf (NVFP4 casts the FP4 experts)");
     if (auto c = check_new_output(args.out, /*folder=*/true, "-o/--output"); !c) return fail(cmd, c.error().message);

@@ -52,9 +52,7 @@ int run() {
     o.gate_up_type = o.down_type = t.value();
   }
   o.seed = args.seed;
-  if (args.threads < 0 || args.threads > kMaxThreads)
-    return fail(cmd, "-t/--threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
-                         std::to_string(args.threads));
+  if (auto t = check_threads(args.threads); !t) return fail(cmd, t.error().message);
   o.threads = args.threads;
   o.random_blocks = args.random_blocks;
   std::fprintf(stderr, "make-tiny: config %s (%d layers, dim %lld, %d experts, moe_inter_dim %lld), experts %s/%s/%s, seed %llu%s\n",

@@ -37,7 +37,12 @@ int run() {
   if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
   auto text = read_text_file(args.file, "-f/--file", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
-  auto loaded = load_text_model(args.model, cmd);
+  // Refused before the model is loaded (seconds on a big model): there is nothing to score.
+  if (text.value().empty())
+    return fail(cmd, "-f/--file '" + args.file + "': expected text to score, found an empty file");
+  ModelNeeds need;
+  need.ctx = args.ctx;  // the window, at most the model's context_length (checked from the header)
+  auto loaded = load_text_model(args.model, cmd, need);
   if (!loaded) return fail(cmd, loaded.error().message);
   std::shared_ptr<Model> m = loaded.value().model;
   const Tokenizer* tok = loaded.value().tokenizer;

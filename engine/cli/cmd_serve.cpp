@@ -66,7 +66,12 @@ int run() {
   if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
   if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;
   if (o.model_alias.empty()) o.model_alias = std::filesystem::path(args.model.model).stem().string();
-  auto model = load_model(args.model, cmd);
+  // Checked from the header before the load: a tokenizer (every endpoint takes text) and --ctx.
+  ModelNeeds need;
+  need.tokenizer = true;
+  need.ctx = o.ctx;
+  need.ctx_option = "--ctx (-c/--ctx-size)";
+  auto model = load_model(args.model, cmd, need);
   if (!model) return fail(cmd, model.error().message);
   if (auto r = server::serve(model.value(), o); !r) return fail(cmd, r.error().message);
   return 0;

@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "gguf/safetensors.h"
+#include "gguf/safetensors_shards.h"
 #include "gguf/safetensors_writer.h"
 #include "tests/support/test_env.h"
 
@@ -234,6 +236,82 @@ TEST(Safetensors, TensorsAbove4GiB) {
   EXPECT_EQ(got[0], tail[0]);
   EXPECT_EQ(got[1], tail[1]);
   EXPECT_EQ(b->data[big - 1], 0);  // a hole reads as zero
+}
+
+// Shard-set checks by name (gguf/safetensors_shards.h): the expected strings are written here
+// from transformers' naming, not produced by the code under test.
+TEST(SafetensorsShards, SplitNamesParseAndFormat) {
+  StSplitName s;
+  ASSERT_TRUE(parse_st_split_name("/x/y/model-00001-of-00046.safetensors", &s));
+  EXPECT_EQ(s.prefix, "model");
+  EXPECT_EQ(s.no, 1);
+  EXPECT_EQ(s.count, 46);
+  EXPECT_EQ(s.width, 5);
+  EXPECT_EQ(st_split_name(s, 46), "model-00046-of-00046.safetensors");
+  ASSERT_TRUE(parse_st_split_name("a-b-3-of-12.safetensors", &s));
+  EXPECT_EQ(s.prefix, "a-b");
+  EXPECT_EQ(st_split_name(s, 7), "a-b-07-of-12.safetensors");
+  for (const char* bad : {"model.safetensors", "model-00000-of-00002.safetensors", "model-00003-of-00002.safetensors",
+                          "model-00001-of-00002.gguf", "-00001-of-00002.safetensors", "model-x-of-00002.safetensors",
+                          "model-1-of-9999999999.safetensors"})
+    EXPECT_FALSE(parse_st_split_name(bad, &s)) << bad;
+}
+
+TEST(SafetensorsShards, LoneShardAndIncompleteSetsAreRefused) {
+  namespace fs = std::filesystem;
+  const fs::path d = ds4::test::scratch_dir("st_shard_set");
+  const std::vector<float> v{1};
+  auto put = [&](const std::string& name) {
+    ASSERT_TRUE(write_safetensors((d / name).string(), {{"x", StDtype::F32, {1}, reinterpret_cast<const uint8_t*>(v.data()), 4}}).ok());
+  };
+  put("model-00001-of-00012.safetensors");
+  put("model-00004-of-00012.safetensors");
+  // A lone shard: refused, naming the set, what the folder holds and the first missing shards.
+  const std::string one = (d / "model-00001-of-00012.safetensors").string();
+  auto r = check_safetensors_shard_set(one);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("shard 1 of a 12-shard safetensors checkpoint (model-00001-of-00012.safetensors to "
+                   "model-00012-of-00012.safetensors)"), std::string::npos) << m;
+  EXPECT_NE(m.find("found this shard given alone (2 of 12 shards in " + d.string() + ", no index)"), std::string::npos) << m;
+  EXPECT_NE(m.find("missing: model-00002-of-00012.safetensors, model-00003-of-00012.safetensors, "
+                   "model-00005-of-00012.safetensors"), std::string::npos) << m;
+  EXPECT_NE(m.find(", ... and 2 more"), std::string::npos) << m;  // 10 missing, 8 named
+  // The folder: no index, two of twelve shards.
+  auto f = check_safetensors_shard_set(d.string());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("without its model.safetensors.index.json; expected the index and all 12 shards of "
+                                   "model-00001-of-00012.safetensors to model-00012-of-00012.safetensors, found 2 of 12 "
+                                   "shards and no index"), std::string::npos) << f.error().message;
+  // An index naming 20 shards, 2 present: the missing list is capped.
+  put("part-00001-of-00020.safetensors");
+  put("part-00003-of-00020.safetensors");
+  std::string idx = R"({"weight_map":{)";
+  for (int k = 1; k <= 20; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "part-%05d-of-00020.safetensors", k);
+    idx += std::string(k > 1 ? "," : "") + "\"t" + std::to_string(k) + "\":\"" + name + "\"";
+  }
+  idx += "}}";
+  std::ofstream(d / "model.safetensors.index.json") << idx;
+  for (const std::string& p : {d.string(), (d / "model.safetensors.index.json").string()}) {
+    auto i = check_safetensors_shard_set(p);
+    ASSERT_FALSE(i.ok()) << p;
+    EXPECT_NE(i.error().message.find("18 of 20 shard(s) named in the index are missing from " + d.string() +
+                                     ": part-00002-of-00020.safetensors, part-00004-of-00020.safetensors"),
+              std::string::npos) << i.error().message;
+    EXPECT_NE(i.error().message.find(", ... and 10 more"), std::string::npos) << i.error().message;
+  }
+  // The lone shard with an index beside it points at the folder.
+  auto withidx = check_safetensors_shard_set(one);
+  ASSERT_FALSE(withidx.ok());
+  EXPECT_NE(withidx.error().message.find("index present: pass -m " + d.string()), std::string::npos)
+      << withidx.error().message;
+  // A complete single file and a 1-of-1 shard are not this check's business.
+  put("model-00001-of-00001.safetensors");
+  EXPECT_TRUE(check_safetensors_shard_set((d / "model-00001-of-00001.safetensors").string()).ok());
+  put("other.safetensors");
+  EXPECT_TRUE(check_safetensors_shard_set((d / "other.safetensors").string()).ok());
 }
 
 }  // namespace
