@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "ds4/splitmix64.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/decode.h"
@@ -19,17 +20,6 @@ namespace ds4 {
 namespace {
 
 using namespace ds4::quant;
-
-// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014).
-struct SplitMix64 {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
 
 // The generator of row `row`: its start state is a SplitMix64 output of (seed, row), so rows'
 // streams start at unrelated points of the 2^64 cycle.

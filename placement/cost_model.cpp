@@ -4,23 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ds4/splitmix64.h"
 #include "kernels/quant/ggml_type.h"
 
 namespace ds4::placement {
 
 namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): a fully specified generator, identical on every platform.
-struct SplitMix64 {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-};
 
 int64_t tensor_bytes(uint32_t type, int64_t ne0, int64_t rows) {
   const GgmlTypeGeometry* g = ggml_type_geometry(type);

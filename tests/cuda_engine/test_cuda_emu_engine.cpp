@@ -23,20 +23,10 @@
 #include "kernels/device.h"
 #include "placement/plan_file.h"
 #include "support/test_env.h"
+#include "tests/cuda_engine/emu_cuda_factory.h"
 
 namespace ds4 {
 namespace {
-
-// This binary's CUDA backend is the emulated one (tests/cuda_engine/CMakeLists.txt): the engine's
-// --backend cuda makes its devices through the test factory (also in a build without nvcc).
-const bool kEmuFactory = [] {
-  dev::set_cuda_device_factory([](int ordinal) {
-    auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal});
-    DS4_CHECK(d.ok());
-    return std::move(d).value();
-  });
-  return true;
-}();
 
 constexpr int kPrompt = 6;    // prompt tokens (the emulator is slow)
 constexpr int kGenerate = 32;  // greedy tokens (issue 18)
