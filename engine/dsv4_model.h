@@ -39,6 +39,13 @@ class Dsv4Model final : public Model {
   std::string experts_summary() const override;
   staging::StagingCounters expert_counters() const override { return weights_.experts->counters(); }
   std::string device_name() const override { return devices_.at(0)->name(); }
+  std::string backend_name() const override { return devices_.at(0)->owns_memory() ? "CUDA" : "CPU"; }
+  std::vector<std::string> gpu_names() const override {
+    std::vector<std::string> v;
+    for (const auto& d : devices_)
+      if (d->owns_memory()) v.emplace_back(d->name());
+    return v;
+  }
   DeviceTierTraffic device_tier_traffic() const override {
     DeviceTierTraffic t;
     for (const auto& d : devices_) {

@@ -101,6 +101,12 @@ class Model {
   virtual staging::StagingCounters expert_counters() const = 0;
   /// Name of the device(s) the model runs on ("cpu (4 threads)").
   virtual std::string device_name() const = 0;
+  /// The backend the model runs on, as bench reports it: "CUDA" when its devices have their own
+  /// memory (GPUs, the emulated CUDA runtime included), else "CPU".
+  virtual std::string backend_name() const = 0;
+  /// One name per GPU the model runs on, rank order ("cuda:0 (NVIDIA ..., sm_75, ...)"); empty on
+  /// the CPU backend.
+  virtual std::vector<std::string> gpu_names() const = 0;
   /// The backend's own weight counters by tier, summed over the ranks' devices (monotone).
   virtual DeviceTierTraffic device_tier_traffic() const = 0;
   /// The expert placement plan the model was loaded by: --plan's file, or the plan made at load

@@ -298,7 +298,8 @@ class Device {
   virtual Result<void> all_reduce_sum(Stream& s, comm::Comm& c, const Tensor& buf) = 0;
 
   /// Weight bytes read by matmul/matmul2/moe_experts since the device was made: each launch counts
-  /// every matrix once (ne1 * nb1), whatever the token count (the engine's roofline counter).
+  /// every matrix once (ne1 * row_data_bytes(): a column view counts only its own columns, not the
+  /// parent's row stride), whatever the token count (the engine's roofline counter).
   virtual uint64_t weight_bytes_read() const = 0;
   /// weight_bytes_read split by tier (default: everything read in host memory).
   virtual WeightTierBytes weight_tier_bytes() const {

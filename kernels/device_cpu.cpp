@@ -590,7 +590,8 @@ class CpuDevice final : public Device {
       DS4_CHECK(ws[k]->ne0 == in && ys[k]->ne0 == ws[k]->ne1 && ys[k]->ne1 == n);
       W[k] = wrows(*ws[k]);
       Y[k] = f32(*ys[k]);
-      weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->ne1) * ws[k]->nb1, std::memory_order_relaxed);
+      // The matrix's own bytes: a column view (wo_b's canonical shard) counts only its columns.
+      weight_bytes_.fetch_add(static_cast<uint64_t>(ws[k]->ne1) * ws[k]->row_data_bytes(), std::memory_order_relaxed);
       q8[k] = act == ActFormat::Q8_1 && uses_q8_1(ws[k]->type);
       any_q8 = any_q8 || q8[k];
       qdq[k] = act == ActFormat::FP8_QDQ && is_fp8_fp4_weight(ws[k]->type);

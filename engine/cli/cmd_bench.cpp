@@ -444,7 +444,10 @@ int run_bench() {
 
   const double size_gib = double(m->weight_bytes()) / double(1ull << 30);
   const double bpt = facts->bytes_per_token, bw = probe->read_bps;
-  const std::string backend = "CPU";
+  const std::string backend = m->backend_name();
+  std::string gpus;  // "none" on the CPU backend, else the GPU names joined by "; "
+  for (const std::string& g : m->gpu_names()) gpus += (gpus.empty() ? "" : "; ") + g;
+  if (gpus.empty()) gpus = "none";
   const std::string acts = activations_name(m->options().activations);
   json meta{{"model", args.model.model},
             {"quant_mix", facts->quant_mix},
@@ -456,7 +459,7 @@ int run_bench() {
             {"n_threads", threads},
             {"activations", acts},
             {"cpu_info", cpu_model_name()},
-            {"gpu_info", "none"},
+            {"gpu_info", gpus},
             {"driver", "n/a"},
             {"date", utc_now()},
             {"repetitions", args.reps},
@@ -515,14 +518,14 @@ int run_bench() {
                   r.decode ? fmtd("%.4f", r.bpt * r.ts.mean * 1e-9).c_str() : "",
                   r.decode ? fmtd("%.5f", r.frac()).c_str() : "", csv_quote(facts->quant_mix).c_str(),
                   csv_quote(placement).c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
-                  csv_quote("none").c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
+                  csv_quote(gpus).c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
     }
     return 0;
   }
   // Markdown: metadata list, then the table.
   std::printf("- model: %s (%s, %.2f GiB, %.2f M params)\n", args.model.model.c_str(), facts->quant_mix.c_str(), size_gib,
               double(facts->params) * 1e-6);
-  std::printf("- placement: %s; GPUs: none; build: %s\n", placement.c_str(), build_info().c_str());
+  std::printf("- placement: %s; GPUs: %s; build: %s\n", placement.c_str(), gpus.c_str(), build_info().c_str());
   std::printf("- CPU: %s, %d threads; activations %s; date %s\n", cpu_model_name().c_str(), threads, acts.c_str(),
               meta["date"].get<std::string>().c_str());
   std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",

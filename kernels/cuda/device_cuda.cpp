@@ -638,7 +638,8 @@ class CudaDevice final : public dev::Device {
       const Tensor& w = *ws[k];
       DS4_CHECK(w.ne0 == in && ys[k]->ne0 == w.ne1 && ys[k]->ne1 == n && ys[k]->type == GgmlType::F32);
       DS4_CHECK(dev::can_bind_type(w.type));
-      const uint64_t b = static_cast<uint64_t>(w.ne1) * w.nb1;
+      // The matrix's own bytes: a column view (wo_b's canonical shard) counts only its columns.
+      const uint64_t b = static_cast<uint64_t>(w.ne1) * w.row_data_bytes();
       weight_bytes_.fetch_add(b, std::memory_order_relaxed);
       (cbuf(w)->staged() ? staged_read_ : resident_read_).fetch_add(b, std::memory_order_relaxed);
       q8[k] = act == ActFormat::Q8_1 && dev::uses_q8_1(w.type);

@@ -78,12 +78,20 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
   // Measured by the engine's counters: the routed part is a strict, non-zero part of the total.
   EXPECT_GT(tg.at("bytes_per_token_experts").get<double>(), 0.0);
   EXPECT_GT(tg.at("bytes_per_token").get<double>(), tg.at("bytes_per_token_experts").get<double>());
+  // The GGUF estimate counts every non-expert tensor (mHC mixes and norms included) and top-k of
+  // the experts; the counters count only the matrices multiplied, each at its own size, so they
+  // cannot exceed it (a column slice counted at its parent's row stride did: wo_b 4x here).
+  EXPECT_LE(tg.at("bytes_per_token").get<double>(), tg.at("bytes_per_token_est").get<double>());
+  EXPECT_GT(tg.at("bytes_per_token").get<double>(), 0.9 * tg.at("bytes_per_token_est").get<double>());
+  EXPECT_EQ(tg.at("backend"), "CPU");
   const json& m = j.at("metadata");
   for (const char* k : {"model", "quant_mix", "placement", "build", "cpu_info", "gpu_info", "date", "n_threads",
                         "host_read_GBps", "bytes_per_token_est"})
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_NE(m.at("quant_mix").get<std::string>().find("experts MXFP4"), std::string::npos) << m.dump();
   EXPECT_EQ(m.at("n_threads"), 2);
+  EXPECT_EQ(m.at("backend"), "CPU");
+  EXPECT_EQ(m.at("gpu_info"), "none");
   EXPECT_EQ(m.at("placement").get<std::string>().rfind("all CPU", 0), 0u) << m.dump();
 }
 

@@ -99,6 +99,8 @@ CpuRun cpu_run(const std::vector<int32_t>& prompt, int n_gen) {
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   if (!m.ok()) return r;
   r.config = (*m)->config();
+  EXPECT_EQ((*m)->backend_name(), "CPU");
+  EXPECT_TRUE((*m)->gpu_names().empty());
   auto s = Session::create(*m);
   EXPECT_TRUE(s.ok());
   if (!s.ok()) return r;
@@ -139,6 +141,10 @@ TEST(CudaEmuBench, TierBytesPerTokenAreThePlansForTheRouting) {
   auto m = cli::load_model(a, "bench");
   ASSERT_TRUE(m.ok()) << m.error().message;
   ASSERT_NE((*m)->expert_plan(), nullptr) << "expected the model to carry the --plan file";
+  // What bench prints in its backend and gpu_info columns.
+  EXPECT_EQ((*m)->backend_name(), "CUDA");
+  ASSERT_EQ((*m)->gpu_names().size(), 1u);
+  EXPECT_EQ((*m)->gpu_names()[0].rfind("cuda:0 (", 0), 0u) << (*m)->gpu_names()[0];
   auto s = Session::create(*m);
   ASSERT_TRUE(s.ok()) << s.error().message;
   auto t = cli::bench_measure(**s, m->get(), prompt, kGen, kReps, model);
