@@ -201,7 +201,8 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     // caching stores hand out slots per call, so they are used by one rank thread only.
     if (opts.tp != 1)
       return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
-                   ": expected tp=1 (staged tiers are not yet shared between rank threads)"};
+                   ": expected tp=1 (its caching store is not yet shared between rank threads; with --backend cuda, a --plan "
+                          "may stage experts from host memory at tp > 1)"};
     DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
     if (tier == staging::ExpertTier::Nvme && m->file_.has_in_memory_tensors())
       return Error{path + ": --experts-tier nvme reads experts from the model file, but this checkpoint's experts are "
