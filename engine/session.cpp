@@ -70,15 +70,18 @@ Result<placement::PlanFile> read_plan(const std::string& path, const ModelOption
 }
 
 /// The expert store's placement (and, tp > 1, the owners) of plan `pf`; `f` names the plan in
-/// errors (the --plan file, or the plan made at load).
-Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const placement::PlanFile& pf) {
+/// errors (the --plan file, or the plan made at load). `device_stages`: the backend copies every
+/// host-homed expert at use itself (CUDA: dev::BindMode::Staged), so the store serves Host experts
+/// from their slabs (StoreOptions::host_direct) and rank threads may share it at tp > 1.
+Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const placement::PlanFile& pf,
+                             bool device_stages) {
   const placement::Plan& p = pf.plan;
   if (p.ranks != 0 && p.ranks != o.tp)
     return Error{f + ": the plan places experts on " + std::to_string(p.ranks) + " GPU ranks; expected --tp " +
                  std::to_string(p.ranks) + ", found --tp " + std::to_string(o.tp)};
   PlanSetup out;
   staging::MixedPlacement& mp = out.placement;
-  bool staged = false;
+  bool host = false, nvme = false;
   for (int l = 0; l < p.n_layers; ++l) {
     std::vector<staging::ExpertHome> home;
     std::vector<int> node;
@@ -91,7 +94,8 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
                   : e.tier == Tier::Cpu  ? H::Cpu
                   : e.cpu_compute        ? H::NvmeCpu
                                          : H::Nvme;
-      staged = staged || (h != H::Resident && h != H::Cpu);
+      host = host || h == H::Host;
+      nvme = nvme || h == H::Nvme || h == H::NvmeCpu;
       home.push_back(h);
       node.push_back(e.node);
       pinned.push_back(e.pinned);
@@ -101,9 +105,13 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
     mp.pinned.push_back(std::move(pinned));
   }
   mp.node_numa_id = pf.node_ids;
-  if (staged && o.tp != 1)
-    return Error{f + ": the plan stages experts from host memory or NVMe, which needs --tp 1 (staged tiers are not "
-                 "yet shared between rank threads), found --tp " + std::to_string(o.tp)};
+  // tp > 1: the rank threads share the store; its NVMe reader and step cache are not thread-safe.
+  if (nvme && o.tp != 1)
+    return Error{f + ": the plan reads experts from NVMe, which needs --tp 1 (the NVMe tier is not yet shared "
+                 "between rank threads), found --tp " + std::to_string(o.tp)};
+  if (host && !device_stages && o.tp != 1)
+    return Error{f + ": the plan stages experts from host memory, which needs --backend cuda or --tp 1 (the CPU "
+                 "backend's staging cache is not shared between rank threads), found --tp " + std::to_string(o.tp)};
   if (p.ranks == o.tp && o.tp > 1) {
     if (!o.expert_placement.empty())
       return Error{f + ": the plan sets the expert owners; expected no separate expert placement map"};
@@ -115,12 +123,14 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
   return out;
 }
 
-/// A device with its own memory (the CUDA backend): the non-expert weights and every expert the
-/// store keeps in stable memory (VRAM-resident experts: the mmap / the plan's resident slabs) are
-/// copied to the device now; staged experts are copied at each use (dev::BindMode::Staged). Prints
-/// the device's memory budget and the load progress to stderr. Error when they do not fit.
+/// A device with its own memory (the CUDA backend): the non-expert weights and every expert of
+/// rank `shard` (its owned experts; all at tp 1) the store keeps in stable memory (VRAM-resident
+/// experts: the mmap / the plan's resident slabs) are copied to the device now; staged experts are
+/// copied at each use (dev::BindMode::Staged). The non-expert weights go whole to every rank's
+/// device (the rank's matrices are views of them). Prints the device's memory budget and the load
+/// progress to stderr. Error when they do not fit.
 Result<void> upload_to_device(const std::string& path, dev::Device& d, const ModelConfig& c, const ModelWeights& w,
-                              std::vector<DeviceWeights>* out) {
+                              const TpShard& shard, std::vector<DeviceWeights>* out) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const dev::Device::MemoryInfo before = d.memory_info();
   std::fprintf(stderr, "ds4: %s: memory budget %.0f MiB free of %.0f MiB\n", d.name(), before.free / kMiB,
@@ -129,7 +139,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
   uint64_t expert_bytes = 0;
   for (int l = 0; l < c.n_layer; ++l)
     for (int e = 0; e < c.n_expert; ++e) {
-      if (!w.experts->stable(l, e)) continue;
+      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e)) continue;
       for (int p = 0; p < 3; ++p) {
         DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
         expert_bytes += m.row_bytes * static_cast<uint64_t>(m.out);
@@ -146,7 +156,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
   int shown = -1;
   for (int l = 0; l < c.n_layer; ++l) {
     for (int e = 0; e < c.n_expert; ++e) {
-      if (!w.experts->stable(l, e)) continue;
+      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e)) continue;
       for (int p = 0; p < 3; ++p) {
         DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
         (void)d.bind(m);
@@ -176,6 +186,11 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
                  std::to_string(opts.threads)};
   auto kind = dev::parse_backend(opts.backend);
   if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
+  const bool cuda = *kind == dev::BackendKind::Cuda;
+  // CUDA tensor parallelism: one GPU per rank (ordinal r), checked before anything is loaded.
+  if (cuda && opts.tp > 1 && dev::cuda_device_count() < opts.tp)
+    return Error{path + ": --backend cuda --tp " + std::to_string(opts.tp) + ": expected " + std::to_string(opts.tp) +
+                 " CUDA devices (one per rank), found " + std::to_string(dev::cuda_device_count())};
   DS4_TRY(gguf::GgufModel file, open_model_file(path));  // GGUF or a safetensors checkpoint
   std::shared_ptr<Dsv4Model> m(new Dsv4Model(std::move(file)));
   m->opts_ = opts;
@@ -186,7 +201,8 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     // caching stores hand out slots per call, so they are used by one rank thread only.
     if (opts.tp != 1)
       return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
-                   ": expected tp=1 (staged tiers are not yet shared between rank threads)"};
+                   ": expected tp=1 (its caching store is not yet shared between rank threads; with --backend cuda, a --plan "
+                          "may stage experts from host memory at tp > 1)"};
     DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
     if (tier == staging::ExpertTier::Nvme && m->file_.has_in_memory_tensors())
       return Error{path + ": --experts-tier nvme reads experts from the model file, but this checkpoint's experts are "
@@ -195,9 +211,11 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   // Backend: a device with its own memory and neither --plan nor --experts-tier gets a plan made
   // now from the device's free memory (engine/device_plan.h); the device is made first for it.
+  // Only at tp 1: the planner's on-the-fly profile is one device; at tp > 1 without --plan every
+  // rank keeps the experts it owns resident (a plan for R GPUs comes from `plan --ranks R`).
   if (!opts.expert_plan.empty()) {
     DS4_TRY(m->plan_, read_plan(path, opts, m->config_, m->file_));
-  } else if (*kind == dev::BackendKind::Cuda && opts.experts_tier.empty() && opts.tp == 1) {
+  } else if (cuda && opts.experts_tier.empty() && opts.tp == 1) {
     m->devices_.push_back(dev::make_device(*kind, opts.threads));
     const int64_t ctx = std::min(m->config_.n_ctx, SessionOptions::kDefaultCapacity);
     std::string summary;
@@ -206,13 +224,15 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   if (m->plan_) {
     const std::string label = opts.expert_plan.empty() ? std::string("the plan made at load") : opts.expert_plan;
-    DS4_TRY(PlanSetup ps, plan_setup(label, opts, *m->plan_));
+    DS4_TRY(PlanSetup ps, plan_setup(label, opts, *m->plan_, cuda));
     if (!ps.owners.empty()) m->opts_.expert_placement = std::move(ps.owners);
     staging::StoreOptions so;
     // Staging slots: one step of one layer (top_k). The planner budgets 2 layers x top_k on the
     // GPU (a double buffer); layers run one after another here, and step-scoped slots move the
     // same bytes either way (no reuse across tokens, as the plan assumes).
     so.cache_slots_per_layer = m->config_.n_expert_used;
+    // CUDA: the device's staging ring copies each host-homed expert at use; no second copy.
+    so.host_direct = cuda;
     if (m->file_.has_in_memory_tensors())
       for (const auto& layer : ps.placement.home)
         for (staging::ExpertHome h : layer)
@@ -240,17 +260,25 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   // thread count, kernels/device.h). The non-expert weights are bound once per rank device.
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int per_rank = std::max(1, (opts.threads > 0 ? opts.threads : hw) / R);
-  if (*kind == dev::BackendKind::Cuda && R != 1)
-    return Error{path + ": --backend cuda: expected --tp 1 (tensor parallelism over NCCL is not implemented yet), found --tp " +
-                 std::to_string(R)};
+  // CUDA: rank r on CUDA device r, each with its own weights (upload_to_device) and an NCCL
+  // group whose collectives the device enqueues on its compute stream.
   if (m->devices_.empty())
-    for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank));
-  if (*kind == dev::BackendKind::Cuda) {
-    DS4_TRY_VOID(upload_to_device(path, *m->devices_[0], m->config_, m->weights_, &m->dweights_));
+    for (int r = 0; r < R; ++r) m->devices_.push_back(dev::make_device(*kind, R == 1 ? opts.threads : per_rank, cuda ? r : 0));
+  if (cuda) {
+    for (int r = 0; r < R; ++r)
+      DS4_TRY_VOID(upload_to_device(path, *m->devices_[r], m->config_, m->weights_, m->shards_[r], &m->dweights_));
   } else {
     for (int r = 0; r < R; ++r) m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r]));
   }
-  if (R > 1) m->comms_ = comm::make_cpu_group(R);
+  if (R > 1 && cuda) {
+    std::vector<int> ordinals;
+    for (int r = 0; r < R; ++r) ordinals.push_back(r);
+    auto g = comm::make_nccl_group(ordinals);
+    if (!g.ok()) return Error{path + ": --backend cuda --tp " + std::to_string(R) + ": " + g.error().message};
+    m->comms_ = std::move(*g);
+  } else if (R > 1) {
+    m->comms_ = comm::make_cpu_group(R);
+  }
   return m;
 }
 

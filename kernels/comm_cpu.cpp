@@ -94,12 +94,4 @@ void ordered_sum_f32(const float* parts, int nparts, int64_t count, float* dst) 
   }
 }
 
-#ifndef DS4_HAVE_NCCL
-bool have_nccl() { return false; }
-
-Result<std::vector<std::unique_ptr<Comm>>> make_nccl_group(std::span<const int>) {
-  return Error{"make_nccl_group: this build has no CUDA/NCCL (configure with -DDS4_CUDA=ON)"};
-}
-#endif
-
 }  // namespace ds4::comm

@@ -95,10 +95,14 @@ std::function<std::unique_ptr<Device>(int)>& cuda_factory() {
   static std::function<std::unique_ptr<Device>(int)> f;
   return f;
 }
+std::function<int()>& cuda_factory_count() {
+  static std::function<int()> f;
+  return f;
+}
 
-/// CUDA devices this process can make (the test factory counts as one).
+/// CUDA devices this process can make (the test factory's count; one when it gives none).
 int cuda_devices() {
-  if (cuda_factory()) return 1;
+  if (cuda_factory()) return cuda_factory_count() ? cuda_factory_count()() : 1;
 #ifdef DS4_HAVE_CUDA
   return cuda::cuda_device_count();
 #else
@@ -108,7 +112,12 @@ int cuda_devices() {
 
 }  // namespace
 
-void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f) { cuda_factory() = std::move(f); }
+void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f, std::function<int()> count) {
+  cuda_factory() = std::move(f);
+  cuda_factory_count() = std::move(count);
+}
+
+int cuda_device_count() { return cuda_devices(); }
 
 Result<BackendKind> parse_backend(const std::string& name) {
   if (name == "cpu") return BackendKind::Cpu;

@@ -340,8 +340,13 @@ Result<BackendKind> parse_backend(const std::string& name);
 /// A device of kind `k`: the CPU with `threads` workers, or CUDA device `ordinal` (aborts when it
 /// cannot be made: parse_backend checked that it exists).
 std::unique_ptr<Device> make_device(BackendKind k, int threads, int ordinal = 0);
+/// CUDA devices make_device(Cuda, ., ordinal) can make (ordinals 0..n-1): the runtime's count (0 in
+/// a build without CUDA), or the test factory's count.
+int cuda_device_count();
 /// Test hook: makes BackendKind::Cuda devices with `f` (the emulated CUDA device of
-/// tests/cuda_emu) instead of the real runtime; an empty function restores the default.
-void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f);
+/// tests/cuda_emu) instead of the real runtime; an empty function restores the default. `count`
+/// reports how many devices `f` can make (empty: one).
+void set_cuda_device_factory(std::function<std::unique_ptr<Device>(int ordinal)> f,
+                             std::function<int()> count = {});
 
 }  // namespace ds4::dev

@@ -126,7 +126,9 @@ struct MixedPlacement {
 /// slots per layer (0: 8): every step copies each staged expert it uses once, and nothing staged
 /// in one step is served to a later one (the planner's cost model assumes no cross-token reuse).
 /// Only the slabs of Resident, Host and Cpu experts occupy host memory. Counters are atomic;
-/// stores without Host/Nvme/NvmeCpu experts may be shared by rank threads, others may not.
+/// stores without Nvme/NvmeCpu experts, and without Host experts unless StoreOptions::host_direct
+/// (get() then returns the Host expert's slab, counted in bytes_host_to_device per projection),
+/// may be shared by rank threads; others may not.
 /// Errors: shape mismatch (naming layer and counts), a node index outside node_numa_id, and the
 /// errors of make_expert_store.
 Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,

@@ -6,7 +6,8 @@
 // id; NVMe experts take no host memory. Staged experts (Host, Nvme) are copied into a step-scoped
 // ExpertCache (reuse_across_steps = false): like the planner's cost model, which budgets staging
 // slots for one step (2 layers x top_k) and charges every activation of a staged expert its full
-// bytes, nothing staged for one token is served to the next. NvmeCpu experts are read into one
+// bytes, nothing staged for one token is served to the next (with StoreOptions::host_direct, Host
+// experts skip the cache: the device stages the slab itself). NvmeCpu experts are read into one
 // host scratch slab per step and expert.
 #include <atomic>
 #include <cstdio>
@@ -74,7 +75,7 @@ class MixedExpertStore final : public ExpertStore {
       for (int e = 0; e < NE; ++e) {
         const ExpertHome h = p_.home[size_t(l)][size_t(e)];
         const int node = p_.node[size_t(l)][size_t(e)];
-        staged = staged || h == ExpertHome::Host || h == ExpertHome::Nvme;
+        staged = staged || (h == ExpertHome::Host && !o.host_direct) || h == ExpertHome::Nvme;
         nvme = nvme || h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu;
         if (h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu) continue;
         if (h != ExpertHome::Resident && (node < 0 || node >= n_nodes))
@@ -122,6 +123,7 @@ class MixedExpertStore final : public ExpertStore {
       scratch_.assign(L_.max_slab_bytes(), 0);
     }
     step_.assign(size_t(NL), 0);
+    host_direct_ = o.host_direct;
     if (!staged) return ok();
     CacheOptions co;
     co.n_layer = NL;
@@ -148,6 +150,11 @@ class MixedExpertStore final : public ExpertStore {
         slab = slab_of_[size_t(layer)][size_t(expert)];
         break;
       case ExpertHome::Host:
+        if (host_direct_) {  // read-only: safe from several rank threads at once
+          slab = slab_of_[size_t(layer)][size_t(expert)];
+          break;
+        }
+        [[fallthrough]];
       case ExpertHome::Nvme:
         if (last_layer_ == layer && last_expert_ == expert && last_step_ == step_[size_t(layer)]) {
           slab = last_slab_;
@@ -174,6 +181,7 @@ class MixedExpertStore final : public ExpertStore {
     dev::WeightMatrix w = L_.matrix(slab, layer, proj, 0);
     const uint64_t bytes = static_cast<uint64_t>(w.out) * w.row_bytes;
     if (h == ExpertHome::Resident) resident_reads_.add(bytes);
+    if (h == ExpertHome::Host && host_direct_) host_to_device_.add(bytes);  // the device copies it at use
     if (h == ExpertHome::Cpu || h == ExpertHome::NvmeCpu) {
       cpu_reads_.add(bytes);
       const int node = h == ExpertHome::Cpu ? p_.node[size_t(layer)][size_t(expert)] : 0;
@@ -193,7 +201,10 @@ class MixedExpertStore final : public ExpertStore {
         return Error{"expert store: begin_step expert " + std::to_string(e) + " out of range"};
       switch (p_.home[size_t(layer)][size_t(e)]) {
         case ExpertHome::Resident: act_[0].add(1); break;
-        case ExpertHome::Host: act_[1].add(1); staged.push_back(e); break;
+        case ExpertHome::Host:
+          act_[1].add(1);
+          if (!host_direct_) staged.push_back(e);
+          break;
         case ExpertHome::Cpu: act_[2].add(1); break;
         case ExpertHome::Nvme: act_[3].add(1); staged.push_back(e); break;
         case ExpertHome::NvmeCpu: act_[3].add(1); break;
@@ -261,6 +272,7 @@ class MixedExpertStore final : public ExpertStore {
   std::string pin_error_;
   std::unique_ptr<NvmeReader> reader_;
   std::unique_ptr<ExpertCache> cache_;
+  bool host_direct_ = false;                         // StoreOptions::host_direct
   std::vector<uint64_t> step_;                       // [layer] steps begun (staged/scratch validity)
   std::vector<uint8_t> scratch_;                     // NvmeCpu host buffer
   int scratch_layer_ = -1, scratch_expert_ = -1;

@@ -18,6 +18,11 @@ struct StoreOptions {
   PinOps pin_ops;                         // empty pin: default_pin_ops() (CUDA or mlock)
   std::vector<int> numa_node_of_layer;    // NUMA node per layer's slabs; empty or -1: unbound
   int cache_slots_per_layer = 0;          // host/nvme tiers; 0: min(n_expert, 16)
+  // make_mixed_expert_store: Host experts are served from their host slab itself (stable() stays
+  // false) instead of a copy in the step cache, for a device that copies every non-stable matrix
+  // at use (the CUDA backend's dev::BindMode::Staged ring is then the only staging copy). Needs no
+  // cache, so a plan without NVMe experts gives a store rank threads may share (tp > 1).
+  bool host_direct = false;
   EvictionPolicy policy = EvictionPolicy::LfuDecay;
   double decay = 0.95;
   std::vector<std::vector<int>> hot_experts;  // [layer] experts kept in the cache for the run

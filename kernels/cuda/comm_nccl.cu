@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/comm.h"
+#include "kernels/cuda/comm_nccl.h"
 #include "kernels/cuda/launch.h"
 
 namespace ds4::comm {
@@ -56,6 +57,8 @@ class NcclComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "nccl"; }
+  ncclComm_t nccl() const { return comm_; }
+  int device() const { return device_; }
 
   Result<void> all_reduce_sum_f32(float* buf, int64_t count) override {
     if (count == 0) return ok();
@@ -117,6 +120,11 @@ class NcclComm final : public Comm {
 };
 
 }  // namespace
+
+NcclEndpoint nccl_endpoint(const Comm& c) {
+  const auto* n = dynamic_cast<const NcclComm*>(&c);
+  return n ? NcclEndpoint{n->nccl(), n->device()} : NcclEndpoint{};
+}
 
 bool have_nccl() { return true; }
 

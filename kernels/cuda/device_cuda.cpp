@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "kernels/comm.h"
+#ifdef DS4_HAVE_NCCL
+#include "kernels/cuda/comm_nccl.h"
+#endif
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
@@ -47,6 +50,15 @@ using dev::ExpertTensors;
 using dev::Tensor;
 
 const char kCudaBackendTag = 0;
+
+/// Makes CUDA device `ordinal` the calling host thread's current device (allocations, streams,
+/// events and launches use the current device; a rank thread of the engine, or the thread that
+/// loads the weights, may come with another one current).
+void use_device(int ordinal) {
+  int cur = -1;
+  DS4_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != ordinal) DS4_CUDA_CHECK(cudaSetDevice(ordinal));
+}
 
 /// One cudaMalloc (contents undefined: Device::alloc zeroes it on the compute stream), or a view
 /// of `n` bytes of device memory owned elsewhere (a copy-engine slot); `staged` marks the slots of
@@ -92,8 +104,13 @@ struct Scratch {
 /// buffers of the ops queued on it (per stream, so ops on two streams never share scratch).
 class CudaStream final : public dev::Stream {
  public:
-  explicit CudaStream(bool create) {
-    if (create) DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  /// A stream of CUDA device `ordinal` (made now when `create`; the device's compute stream is
+  /// made by the device).
+  CudaStream(bool create, int ordinal) : dev_(ordinal) {
+    if (create) {
+      use_device(ordinal);
+      DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    }
   }
   ~CudaStream() override {
     if (s_) {
@@ -102,6 +119,9 @@ class CudaStream final : public dev::Stream {
     }
   }
   cudaStream_t s_ = nullptr;
+  int dev_ = 0;  // CUDA ordinal of the stream's device
+  // all_reduce_sum: the R gathered partials [R, count].
+  Scratch coll;
   // run_matmuls: packed x, Q8_1 activations, FP8-QDQ activations, packed w, packed y.
   Scratch xpack, actq, xqdq, wpack, ypack;
   // moe_experts: pair list, gathered x, route weights, gate, up, expert output.
@@ -133,7 +153,13 @@ int32_t* ip(const Tensor& t) {
   DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
   return reinterpret_cast<int32_t*>(ptr(t));
 }
-CudaStream& cst(dev::Stream& s) { return static_cast<CudaStream&>(s); }
+/// The CUDA stream of `s`, with its device made current on the calling thread (every op passes here
+/// before it allocates scratch or launches).
+CudaStream& cst(dev::Stream& s) {
+  auto& c = static_cast<CudaStream&>(s);
+  use_device(c.dev_);
+  return c;
+}
 cudaStream_t cs(dev::Stream& s) { return cst(s).s_; }
 
 /// The value of a staging call, or abort naming what failed (bind() has no error path; a failed
@@ -178,7 +204,7 @@ bool nan_check_enabled() {
 
 class CudaDevice final : public dev::Device {
  public:
-  explicit CudaDevice(const CudaDeviceOptions& o) : opts_(o), stream_(false) {
+  explicit CudaDevice(const CudaDeviceOptions& o) : opts_(o), stream_(false, o.ordinal) {
     DS4_CUDA_CHECK(cudaSetDevice(o.ordinal));
     cudaDeviceProp p{};
     DS4_CUDA_CHECK(cudaGetDeviceProperties(&p, o.ordinal));
@@ -205,6 +231,7 @@ class CudaDevice final : public dev::Device {
   /// is not ordered with the non-blocking streams, so kernels could write the buffer before the
   /// zeroing lands; the wait makes the zeros visible to work on any stream (allocs are rare).
   std::unique_ptr<Buffer> alloc(uint64_t bytes) override {
+    use_device(opts_.ordinal);
     auto b = std::make_unique<CudaBuffer>(bytes, false);
     DS4_CUDA_CHECK(cudaMemsetAsync(b->base(), 0, bytes ? bytes : 1, stream_.s_));
     DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
@@ -215,6 +242,7 @@ class CudaDevice final : public dev::Device {
     DS4_CHECK(w.data != nullptr || w.out == 0);
     const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.out);
     std::lock_guard<std::mutex> lock(bind_mu_);
+    use_device(opts_.ordinal);
     if (mode_ == dev::BindMode::Staged) return stage(w, bytes);
     const auto key = std::make_tuple(w.data, static_cast<int>(w.type), w.in, w.out, w.row_bytes);
     if (auto it = bound_.find(key); it != bound_.end()) return it->second;
@@ -250,10 +278,11 @@ class CudaDevice final : public dev::Device {
 
   // ---- streams and events ------------------------------------------------------------------
   dev::Stream& stream() override { return stream_; }
-  std::unique_ptr<dev::Stream> create_stream() override { return std::make_unique<CudaStream>(true); }
+  std::unique_ptr<dev::Stream> create_stream() override { return std::make_unique<CudaStream>(true, opts_.ordinal); }
   std::unique_ptr<dev::Event> record(dev::Stream& s) override {
+    cudaStream_t st = cs(s);  // the stream's device current before the event is made
     auto e = std::make_unique<CudaEvent>();
-    DS4_CUDA_CHECK(cudaEventRecord(e->e_, cs(s)));
+    DS4_CUDA_CHECK(cudaEventRecord(e->e_, st));
     return e;
   }
   void wait(dev::Stream& s, const dev::Event& e) override {
@@ -528,22 +557,40 @@ class CudaDevice final : public dev::Device {
                  "moe_combine");
     nan_check(s, "moe_combine", out);
   }
-  /// One rank: recv = src (a device copy on `s`). More ranks: an error (NCCL is the next issue).
+  /// recv[r * m + i] = rank r's src[i]. One rank: a device copy on `s`. More ranks: ncclAllGather
+  /// enqueued on `s` (the compute stream; the host does not wait), `c` an endpoint of
+  /// make_nccl_group on this device.
   Result<void> all_gather(dev::Stream& s, comm::Comm& c, const Tensor& src, const Tensor& recv) override {
-    if (c.size() != 1)
-      return Error{"CUDA backend: all_gather over " + std::to_string(c.size()) +
-                   " ranks: expected tp=1 (NCCL collectives are the next issue)"};
     DS4_CHECK(src.contiguous() && recv.contiguous() && src.type == GgmlType::F32 && recv.type == GgmlType::F32);
-    const uint64_t bytes = static_cast<uint64_t>(src.ne0 * src.ne1 * src.ne2) * 4;
-    DS4_CHECK(static_cast<uint64_t>(recv.ne0 * recv.ne1 * recv.ne2) * 4 == bytes);
-    if (bytes) DS4_CUDA_CHECK(cudaMemcpyAsync(ptr(recv), ptr(src), bytes, cudaMemcpyDeviceToDevice, cs(s)));
+    const int64_t count = src.ne0 * src.ne1 * src.ne2;
+    DS4_CHECK(recv.ne0 * recv.ne1 * recv.ne2 == count * c.size());
+    cudaStream_t st = cs(s);
+    if (c.size() == 1) {
+      if (count) DS4_CUDA_CHECK(cudaMemcpyAsync(ptr(recv), ptr(src), static_cast<uint64_t>(count) * 4,
+                                                cudaMemcpyDeviceToDevice, st));
+      return ok();
+    }
+    DS4_TRY(void* nc, nccl_of(c, "all_gather"));
+    if (count) DS4_TRY_VOID(nccl_all_gather(nc, ptr(src), ptr(recv), count, st, "all_gather"));
     return ok();
   }
-  /// One rank: the sum is buf itself (nothing to do). More ranks: an error (the next issue).
-  Result<void> all_reduce_sum(dev::Stream&, comm::Comm& c, const Tensor&) override {
-    if (c.size() != 1)
-      return Error{"CUDA backend: all_reduce_sum over " + std::to_string(c.size()) +
-                   " ranks: expected tp=1 (NCCL collectives are the next issue)"};
+  /// buf = ((p0 + p1) + ...) + p(R-1) over the ranks' bufs, the CPU group's order and bits. One
+  /// rank: nothing. More ranks: ncclAllGather of every rank's buf into this stream's scratch
+  /// [R, count], then the ordered_sum kernel into buf, both on `s` (never ncclAllReduce, whose
+  /// algorithm picks the order); the host does not wait (only a scratch that must grow waits for
+  /// the stream first, Scratch::get).
+  Result<void> all_reduce_sum(dev::Stream& s, comm::Comm& c, const Tensor& buf) override {
+    const int R = c.size();
+    if (R == 1) return ok();
+    DS4_CHECK(buf.contiguous() && buf.type == GgmlType::F32);
+    const int64_t count = buf.ne0 * buf.ne1 * buf.ne2;
+    CudaStream& cs_ = cst(s);
+    DS4_TRY(void* nc, nccl_of(c, "all_reduce_sum"));
+    if (count == 0) return ok();
+    auto* parts = reinterpret_cast<float*>(cs_.coll.get(static_cast<uint64_t>(R) * static_cast<uint64_t>(count) * 4, cs_.s_));
+    DS4_TRY_VOID(nccl_all_gather(nc, ptr(buf), parts, count, cs_.s_, "all_reduce_sum"));
+    check_launch(launch_ordered_sum(cs_.s_, parts, R, count, fp(buf)), "all_reduce_sum ordered_sum");
+    nan_check(s, "all_reduce_sum", buf);
     return ok();
   }
 
@@ -566,6 +613,39 @@ class CudaDevice final : public dev::Device {
     t.nb1 = w.row_bytes;
     t.nb2 = w.row_bytes * static_cast<uint64_t>(w.out);
     return t;
+  }
+  /// The NCCL communicator (as void*: ncclComm_t) of `c` for collective `op`: an Error when `c`
+  /// is not an endpoint of make_nccl_group, was made on another CUDA device, or the build has no
+  /// NCCL (each naming what was expected and found).
+  Result<void*> nccl_of(const comm::Comm& c, const char* op) const {
+#ifdef DS4_HAVE_NCCL
+    const comm::NcclEndpoint e = comm::nccl_endpoint(c);
+    if (!e.comm)
+      return Error{std::string("CUDA backend: ") + op + " over " + std::to_string(c.size()) +
+                   " ranks: expected an NCCL rank endpoint (comm::make_nccl_group), found a '" + c.name() + "' one"};
+    if (e.device != opts_.ordinal)
+      return Error{std::string("CUDA backend: ") + op + ": the NCCL endpoint of rank " + std::to_string(c.rank()) +
+                   " is on CUDA device " + std::to_string(e.device) + ", expected this device's " +
+                   std::to_string(opts_.ordinal)};
+    return static_cast<void*>(e.comm);
+#else
+    return Error{std::string("CUDA backend: ") + op + " over " + std::to_string(c.size()) +
+                 " ranks: expected a build with NCCL, found one without (tensor parallelism needs NCCL)"};
+#endif
+  }
+  /// ncclAllGather of `count` floats per rank from `send` into `recv` on stream `st`.
+  static Result<void> nccl_all_gather(void* nc, const void* send, void* recv, int64_t count, cudaStream_t st,
+                                      const char* op) {
+#ifdef DS4_HAVE_NCCL
+    const ncclResult_t r =
+        ncclAllGather(send, recv, static_cast<size_t>(count), ncclFloat, static_cast<ncclComm_t>(nc), st);
+    if (r != ncclSuccess)
+      return Error{std::string("CUDA backend: ") + op + ": ncclAllGather failed: " + ncclGetErrorString(r)};
+    return ok();
+#else
+    (void)nc, (void)send, (void)recv, (void)count, (void)st;
+    return Error{std::string("CUDA backend: ") + op + ": built without NCCL"};
+#endif
   }
   static Tensor raw_f32(const Scratch& sc, int64_t row_len, int64_t rows) {
     return Tensor{sc.b.get(), 0, GgmlType::F32, row_len, rows, 1, static_cast<uint64_t>(row_len) * 4,

@@ -16,8 +16,11 @@
 // only after the compute-stream work queued before the refill, which holds every reader of its
 // old contents (CopyEngine::consumer_done). Experts staged from host memory, synchronously
 // bounded (issue 18 item 3; overlap is the next issue).
-// Streams and events are CUDA streams and events; download waits on its stream. Collectives:
-// one rank only (all_gather = a copy, all_reduce_sum = nothing); more ranks are an error.
+// Streams and events are CUDA streams and events; download waits on its stream. Every op makes its
+// stream's device current on the calling thread first (rank threads). Collectives (issue 20): one
+// rank is a copy / nothing; R ranks take an NCCL endpoint of this device (comm::make_nccl_group)
+// and enqueue ncclAllGather on the op's stream (the all-reduce: gather into a per-stream scratch,
+// then the ordered_sum kernel, rank order, the CPU group's bits), with no host synchronisation.
 // DS4_CUDA_CHECK_NAN=1 (debugging): every op waits for its stream and reports, once per op name,
 // an output holding a NaN (the first such op of a run is where garbage entered).
 #pragma once

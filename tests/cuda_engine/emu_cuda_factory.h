@@ -13,11 +13,14 @@ namespace ds4::emu_test {
 
 /// True once the factory is installed (at static initialisation, before any test runs).
 inline const bool kEmuFactoryInstalled = [] {
-  dev::set_cuda_device_factory([](int ordinal) {
-    auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal});
-    DS4_CHECK(d.ok());
-    return std::move(d).value();
-  });
+  // Count: the emulated runtime's devices (DS4_CUDA_EMU_DEVICES / ds4::emu::set_device_count).
+  dev::set_cuda_device_factory(
+      [](int ordinal) {
+        auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal});
+        DS4_CHECK(d.ok());
+        return std::move(d).value();
+      },
+      [] { return cuda::cuda_device_count(); });
   return true;
 }();
 

@@ -15,22 +15,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/cli/bench_measure.h"
 #include "engine/cli/cli_common.h"
 #include "engine/model_config.h"
-#include "gguf/gguf_file.h"
 #include "golden_data.h"
 #include "kernels/cuda/device_cuda.h"
 #include "kernels/device.h"
 #include "placement/plan_file.h"
 #include "support/test_env.h"
 #include "tests/cuda_engine/emu_cuda_factory.h"
+#include "tests/cuda_engine/emu_plan.h"
 
 namespace ds4 {
 namespace {
@@ -38,47 +35,6 @@ namespace {
 constexpr int kPrompt = 4;  // prompt tokens (the emulator is slow)
 constexpr int kGen = 3;     // bench -n: the first token from the prefill, then 2 timed decode steps
 constexpr int kReps = 2;    // bench -r
-
-/// Bytes of one routed expert per layer from the GGUF header: the gate, up and down expert
-/// tensors' bytes over their expert count (ne[2]).
-std::vector<int64_t> expert_bytes_from_header(const std::string& path, int n_layer) {
-  gguf::OpenOptions oo;
-  oo.map_data = false;
-  auto g = gguf::GgufModel::open(path, oo);
-  EXPECT_TRUE(g.ok());
-  std::vector<int64_t> b(size_t(n_layer), 0);
-  if (!g.ok()) return b;
-  for (const auto& t : g->tensors())
-    for (int l = 0; l < n_layer; ++l)
-      for (const char* p : {"gate", "up", "down"})
-        if (t.name == "blk." + std::to_string(l) + ".ffn_" + p + "_exps.weight") b[size_t(l)] += int64_t(t.nbytes / uint64_t(t.ne[2]));
-  return b;
-}
-
-/// Tier of expert e of layer l in the plan written here: V (VRAM), H (pinned host), P (pageable
-/// host), in turn.
-char tier_of(int l, int e) { return "VHP"[(l + e) % 3]; }
-
-/// Writes a one-GPU plan file (placement/plan_report.h's format) with tier_of's placement.
-std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& expert_bytes) {
-  using nlohmann::json;
-  json j{{"format", "ds4-placement-plan"}, {"version", 1}, {"policy", "test"}, {"ranks", 1},
-         {"model", {{"n_layers", c.n_layer}, {"n_experts", c.n_expert}, {"top_k", c.n_expert_used}}},
-         {"nodes", json::array({json{{"id", 0}}})},
-         {"prediction", json{{"vram_bytes_per_token", json::array({0})}, {"link_bytes_per_token", json::array({0})},
-                             {"cpu_bytes_per_token", json::array({0})}, {"nvme_bytes_per_token", 0}}}};
-  j["layers"] = json::array();
-  for (int l = 0; l < c.n_layer; ++l) {
-    std::string tiers;
-    for (int e = 0; e < c.n_expert; ++e) tiers += tier_of(l, e);
-    j["layers"].push_back({{"layer", l}, {"mode", "whole"}, {"expert_bytes", expert_bytes[size_t(l)]}, {"tier", tiers},
-                           {"owner", std::vector<int>(size_t(c.n_expert), 0)},
-                           {"node", std::vector<int>(size_t(c.n_expert), 0)}});
-  }
-  const std::string path = (test::scratch_dir("cuda_emu_bench") / "plan.json").string();
-  std::ofstream(path) << j.dump(1) << "\n";
-  return path;
-}
 
 /// The CPU backend's greedy run of `prompt` (its own loop, not bench's): tokens, the router trace
 /// and the engine's weight bytes over the decode steps.
@@ -136,8 +92,8 @@ TEST(CudaEmuBench, TierBytesPerTokenAreThePlansForTheRouting) {
   a.backend = "cuda";
   a.threads = 1;
   const ModelConfig& c = cpu.config;
-  const std::vector<int64_t> eb = expert_bytes_from_header(model, c.n_layer);
-  a.plan = write_plan(c, eb);
+  const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(model, c.n_layer);
+  a.plan = emu_test::write_plan(c, eb, 1, [](int, int) { return 0; }, "cuda_emu_bench");
   auto m = cli::load_model(a, "bench");
   ASSERT_TRUE(m.ok()) << m.error().message;
   ASSERT_NE((*m)->expert_plan(), nullptr) << "expected the model to carry the --plan file";

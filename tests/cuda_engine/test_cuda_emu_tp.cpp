@@ -1,0 +1,314 @@
+// cuda_emu_tp_test (label emu): tensor parallelism on the CUDA backend (kernels/cuda compiled as
+// host C++ against tests/cuda_emu: 4 emulated GPUs, NCCL in process; DS4_CUDA_EMU_DEVICES=4 from
+// CMake). One rank per emulated GPU; the collectives are ncclAllGather (+ the ordered-sum kernel)
+// enqueued on each rank's compute stream.
+// - The device collectives alone: all_gather / all_reduce_sum at R = 2, 3, 4 give the bits of
+//   comm::ordered_sum_f32 over the ranks' inputs (the CPU group's definition).
+// - The dsv4-tiny fixture at tp 2 and 4, experts resident (no --plan: every rank uploads the
+//   experts it owns) and staged (a --plan written here: a third of the experts in VRAM, the rest
+//   staged from pinned or pageable host memory, owners interleaved over the ranks): prefill + greedy
+//   tokens equal the CPU backend's; the decode steps' bytes per tier (Model::device_tier_traffic,
+//   summed over ranks, and each rank's device counters) equal the plan's bookkeeping for the CPU
+//   run's routing (placement::plan_bytes_for_routing) plus the non-expert bytes the CPU backend's
+//   run at the same tp read.
+// - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/dsv4_model.h"
+#include "golden_data.h"
+#include "kernels/comm.h"
+#include "kernels/cuda/device_cuda.h"
+#include "kernels/device.h"
+#include "placement/plan_file.h"
+#include "support/test_env.h"
+#include "tests/cuda_engine/emu_cuda_factory.h"
+#include "tests/cuda_engine/emu_plan.h"
+
+namespace ds4 {
+namespace {
+
+constexpr int kPrompt = 4;  // prompt tokens (the emulator is slow)
+constexpr int kGen = 6;     // greedy tokens: the first from the prefill, then kGen - 1 decode steps
+
+double secs_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+// ---- the device collectives ------------------------------------------------------------------
+
+TEST(CudaEmuTp, DeviceCollectivesGiveTheCpuGroupsBits) {
+  ASSERT_GE(cuda::cuda_device_count(), 4) << "expected DS4_CUDA_EMU_DEVICES=4 (CMake sets it)";
+  for (int R : {2, 3, 4}) {
+    std::vector<std::unique_ptr<dev::Device>> devs;
+    for (int r = 0; r < R; ++r) devs.push_back(dev::make_device(dev::BackendKind::Cuda, 1, r));
+    std::vector<int> ords;
+    for (int r = 0; r < R; ++r) ords.push_back(r);
+    auto g = comm::make_nccl_group(ords);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{65537}}) {
+      // Inputs with sums whose value depends on the order (mixed magnitudes and signs).
+      std::vector<std::vector<float>> in(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(count)));
+      std::mt19937 rng(uint32_t(R * 7919 + count));
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (int r = 0; r < R; ++r)
+        for (float& x : in[size_t(r)]) x = u(rng) * (r % 2 ? 1e-3f : 1e4f);
+      std::vector<float> gathered, want(static_cast<size_t>(count));
+      for (int r = 0; r < R; ++r) gathered.insert(gathered.end(), in[size_t(r)].begin(), in[size_t(r)].end());
+      comm::ordered_sum_f32(gathered.data(), R, count, want.data());
+      std::vector<std::vector<float>> got_gather(static_cast<size_t>(R)), got_sum(static_cast<size_t>(R));
+      std::vector<std::string> err(static_cast<size_t>(R));
+      auto rank = [&](int r) {
+        dev::Device& d = *devs[size_t(r)];
+        const uint64_t b = uint64_t(count) * 4;
+        auto sb = d.alloc(b), rb = d.alloc(b * uint64_t(R));
+        const dev::Tensor src{sb.get(), 0, GgmlType::F32, count, 1, 1, b, b};
+        const dev::Tensor recv{rb.get(), 0, GgmlType::F32, count, R, 1, b, b * uint64_t(R)};
+        d.upload(d.stream(), src, in[size_t(r)].data(), b);
+        if (auto e = d.all_gather(d.stream(), *(*g)[size_t(r)], src, recv); !e.ok()) err[size_t(r)] = e.error().message;
+        if (auto e = d.all_reduce_sum(d.stream(), *(*g)[size_t(r)], src); !e.ok()) err[size_t(r)] = e.error().message;
+        got_gather[size_t(r)].resize(size_t(count) * size_t(R));
+        got_sum[size_t(r)].resize(size_t(count));
+        d.download(d.stream(), recv, got_gather[size_t(r)].data(), b * uint64_t(R));
+        d.download(d.stream(), src, got_sum[size_t(r)].data(), b);
+      };
+      std::vector<std::thread> ts;
+      for (int r = 1; r < R; ++r) ts.emplace_back(rank, r);
+      rank(0);
+      for (auto& t : ts) t.join();
+      for (int r = 0; r < R; ++r) {
+        EXPECT_EQ(err[size_t(r)], "") << "R=" << R << " rank " << r;
+        EXPECT_TRUE(same_bits(got_gather[size_t(r)], gathered)) << "all_gather R=" << R << " count " << count << " rank " << r;
+        EXPECT_TRUE(same_bits(got_sum[size_t(r)], want)) << "all_reduce_sum R=" << R << " count " << count << " rank " << r;
+      }
+    }
+  }
+  // A CPU group's endpoint is refused by name (the device needs NCCL's).
+  auto d = dev::make_device(dev::BackendKind::Cuda, 1, 0);
+  auto cpu = comm::make_cpu_group(2);
+  auto buf = d->alloc(16);
+  const dev::Tensor t{buf.get(), 0, GgmlType::F32, 4, 1, 1, 16, 16};
+  auto e = d->all_reduce_sum(d->stream(), *cpu[0], t);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("expected an NCCL rank endpoint"), std::string::npos) << e.error().message;
+}
+
+// ---- the model at tp 2 and 4 -----------------------------------------------------------------
+
+/// One greedy run: the tokens, every step's logits, the router trace, and the counters over the
+/// decode steps (after the prefill): per rank device tiers, their sum as the model reports it, and
+/// the engine's weight bytes.
+struct GenRun {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // [step] last-position logits
+  ForwardTrace trace;
+  std::vector<dev::WeightTierBytes> rank_tiers;  // [rank] decode-step differences
+  DeviceTierTraffic tiers;                       // decode-step differences, summed over ranks
+  WeightTraffic traffic;                         // decode-step differences
+  ModelConfig config;
+  bool has_plan = false;  // the model carried a plan file
+  double seconds = 0;
+};
+
+const std::vector<int32_t>& prompt() {
+  static const std::vector<int32_t> p = [] {
+    const std::vector<int32_t> ids = test::load_goldens()[0].ids;
+    return std::vector<int32_t>(ids.begin(), ids.begin() + std::min<size_t>(kPrompt, ids.size()));
+  }();
+  return p;
+}
+
+GenRun generate(const std::string& backend, int tp, const std::string& plan) {
+  GenRun r;
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelOptions o;
+  o.backend = backend;
+  o.tp = tp;
+  o.threads = 1;
+  o.expert_plan = plan;
+  auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  if (!m.ok()) return r;
+  r.config = (*m)->config();
+  r.has_plan = (*m)->expert_plan() != nullptr;
+  {
+    Dsv4Session s(*m);
+    s.set_trace(&r.trace);
+    std::vector<float> last;
+    EXPECT_TRUE(s.eval(prompt(), nullptr, &last).ok());
+    r.logits.push_back(last);
+    std::vector<dev::WeightTierBytes> t0r;
+    for (int k = 0; k < tp; ++k) t0r.push_back((*m)->device(k).weight_tier_bytes());
+    const DeviceTierTraffic d0 = (*m)->device_tier_traffic();
+    const WeightTraffic w0 = s.weight_traffic();
+    for (int i = 0; i < kGen; ++i) {
+      r.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+      if (i + 1 == kGen) break;
+      EXPECT_TRUE(s.eval(std::span<const int32_t>(&r.tokens.back(), 1), nullptr, &last).ok());
+      r.logits.push_back(last);
+    }
+    for (int k = 0; k < tp; ++k) {
+      const dev::WeightTierBytes a = t0r[size_t(k)], b = (*m)->device(k).weight_tier_bytes();
+      r.rank_tiers.push_back({b.device_resident - a.device_resident, b.staged - a.staged, b.host - a.host,
+                              b.h2d_persistent - a.h2d_persistent, b.h2d_staged - a.h2d_staged});
+    }
+    const DeviceTierTraffic d1 = (*m)->device_tier_traffic();
+    r.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
+               d1.h2d_staged - d0.h2d_staged};
+    const WeightTraffic w1 = s.weight_traffic();
+    r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts};
+    s.set_trace(nullptr);
+  }
+  r.seconds = secs_since(t0);
+  return r;
+}
+
+/// The CPU backend's run at tp `tp` (the reference tokens, routing and non-expert bytes).
+const GenRun& cpu_run(int tp) {
+  static std::map<int, GenRun> runs;
+  if (!runs.count(tp)) runs.emplace(tp, generate("cpu", tp, ""));
+  return runs.at(tp);
+}
+
+/// The decode steps' routing of `r` (positions kPrompt .. kPrompt + kGen - 2) as routes[l][t].
+std::vector<std::vector<std::vector<int32_t>>> decode_routes(const GenRun& r) {
+  std::vector<std::vector<std::vector<int32_t>>> routes;
+  for (const auto& layer : r.trace.router) {
+    EXPECT_EQ(layer.size(), size_t(kPrompt + kGen - 1));
+    routes.emplace_back(layer.begin() + std::min<size_t>(kPrompt, layer.size()), layer.end());
+  }
+  return routes;
+}
+
+/// Experts owned by rank (l + e / 2) % R: neighbours on different ranks, every rank some of each tier.
+int interleaved_owner(int l, int e, int R) { return (l + e / 2) % R; }
+
+std::string plan_for(int tp) {
+  const std::string model = test::tiny_gguf().string();
+  ModelOptions o;
+  o.backend = "cpu";
+  auto m = Dsv4Model::open(model, o);
+  EXPECT_TRUE(m.ok());
+  if (!m.ok()) return "";
+  const ModelConfig& c = (*m)->config();
+  return emu_test::write_plan(c, emu_test::expert_bytes_from_header(model, c.n_layer), tp,
+                              [tp](int l, int e) { return interleaved_owner(l, e, tp); },
+                              "cuda_emu_tp_" + std::to_string(tp));
+}
+
+void check_resident(int tp) {
+  const GenRun& cpu = cpu_run(tp);
+  ASSERT_EQ(cpu.tokens.size(), size_t(kGen));
+  const GenRun r = generate("cuda", tp, "");
+  EXPECT_EQ(r.tokens, cpu.tokens) << "tp " << tp;
+  EXPECT_EQ(r.trace.router, cpu.trace.router) << "tp " << tp;
+  // Every weight byte of the decode steps read from device memory: the CPU run's bytes at this tp.
+  EXPECT_GT(cpu.traffic.routed_experts, 0u);
+  EXPECT_EQ(r.traffic.total, cpu.traffic.total);
+  EXPECT_EQ(r.tiers.device_resident, cpu.traffic.total) << "tp " << tp;
+  EXPECT_EQ(r.tiers.staged, 0u);
+  EXPECT_EQ(r.tiers.h2d_staged, 0u);
+  EXPECT_EQ(r.tiers.host, 0u);
+  std::printf("  tp %d resident: %.1f s; decode bytes/token %.0f from device memory\n", tp, r.seconds,
+              double(r.tiers.device_resident) / (kGen - 1));
+}
+
+/// Runs tp `tp` with the staged plan; checks tokens and bytes; returns the run (seed checks).
+GenRun check_staged(int tp) {
+  const GenRun& cpu = cpu_run(tp);
+  const std::string plan = plan_for(tp);
+  GenRun r = generate("cuda", tp, plan);
+  EXPECT_TRUE(r.has_plan) << "expected the model to carry the --plan file";
+  if (!r.has_plan) return r;
+  EXPECT_EQ(r.tokens, cpu.tokens) << "tp " << tp;
+  EXPECT_EQ(r.trace.router, cpu.trace.router) << "tp " << tp;
+  // The plan's bookkeeping for the CPU run's decode routing, the plan read back by the reader.
+  const ModelConfig& c = r.config;
+  auto pf = placement::read_plan_file(plan, c.n_layer, c.n_expert, c.n_expert_used);
+  EXPECT_TRUE(pf.ok()) << (pf.ok() ? "" : pf.error().message);
+  if (!pf.ok()) return r;
+  const std::string model = test::tiny_gguf().string();
+  const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(model, pf->plan.n_layers);
+  const placement::TierBytes b =
+      placement::plan_bytes_for_routing(pf->plan, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu));
+  EXPECT_GT(b.vram_total(), 0) << "expected the routing to use resident experts";
+  EXPECT_GT(b.link_total(), 0) << "expected the routing to use staged experts";
+  EXPECT_EQ(double(cpu.traffic.routed_experts), b.vram_total() + b.link_total()) << "the CPU run vs its routing";
+  const double dense = double(cpu.traffic.total - cpu.traffic.routed_experts);
+  EXPECT_EQ(double(r.tiers.staged), b.link_total()) << "tp " << tp;
+  EXPECT_EQ(double(r.tiers.h2d_staged), b.link_total()) << "tp " << tp;
+  EXPECT_EQ(double(r.tiers.device_resident), dense + b.vram_total()) << "tp " << tp;
+  EXPECT_EQ(r.tiers.host, 0u);
+  EXPECT_EQ(r.tiers.device_resident + r.tiers.staged, r.traffic.total);
+  // Per rank: each rank stages exactly the bytes of the staged experts it owns.
+  EXPECT_EQ(r.rank_tiers.size(), size_t(tp));
+  if (r.rank_tiers.size() != size_t(tp)) return r;
+  for (int k = 0; k < tp; ++k) {
+    EXPECT_EQ(double(r.rank_tiers[size_t(k)].staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
+    EXPECT_EQ(double(r.rank_tiers[size_t(k)].h2d_staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
+  }
+  std::printf("  tp %d staged: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp, r.seconds,
+              double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
+  return r;
+}
+
+TEST(CudaEmuTp, Tp2ResidentExpertsGiveTheCpuTokens) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_resident(2);
+}
+
+TEST(CudaEmuTp, Tp4ResidentExpertsGiveTheCpuTokens) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_resident(4);
+}
+
+TEST(CudaEmuTp, Tp2StagedExpertsGiveTheCpuTokensAndThePlansBytes) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_staged(2);
+}
+
+// tp 4 staged, under two emulator seeds (the random interleaving of streams and the start delays
+// of the legacy stream): the same logits bits at every step.
+TEST(CudaEmuTp, Tp4StagedExpertsGiveTheCpuTokensAndTheSameBitsUnderTwoSeeds) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  emu::set_seed(1);
+  const GenRun a = check_staged(4);
+  emu::set_seed(977);
+  const GenRun b = generate("cuda", 4, plan_for(4));
+  emu::set_seed(1);
+  ASSERT_EQ(a.logits.size(), size_t(kGen));
+  ASSERT_EQ(b.logits.size(), a.logits.size());
+  for (size_t i = 0; i < a.logits.size(); ++i) EXPECT_TRUE(same_bits(a.logits[i], b.logits[i])) << "step " << i;
+  EXPECT_EQ(b.tokens, a.tokens);
+  std::printf("  tp 4 staged, seed 977: %.1f s; logits bits equal seed 1's: %s\n", b.seconds,
+              std::equal(a.logits.begin(), a.logits.end(), b.logits.begin(), same_bits) ? "yes" : "no");
+}
+
+// Fewer GPUs than ranks: one clear error naming both counts.
+TEST(CudaEmuTp, MoreRanksThanGpusIsRefused) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  ModelOptions o;
+  o.backend = "cuda";
+  o.tp = 8;
+  auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("expected 8 CUDA devices (one per rank), found 4"), std::string::npos)
+      << m.error().message;
+}
+
+}  // namespace
+}  // namespace ds4
