@@ -569,7 +569,30 @@ GgufModel GgufModel::assemble(std::string path, Metadata metadata, std::vector<S
     m.tensors_.push_back(std::move(t));
   }
   m.keep_alive_ = std::move(keep_alive);
+  // Bytes not aligned for their element type (a safetensors data section starts at 8 + the header
+  // length, so its F32 tensors can sit at 2 mod 4) are copied once into aligned memory, so every
+  // kernel may read a tensor as a typed array. The copy is memory the model owns, not a file
+  // mapping: it becomes an in-memory tensor (shard -1), so nothing drops its pages or reads it
+  // from the file by offset.
+  for (auto& t : m.tensors_) {
+    if (t.data == nullptr || t.nbytes == 0) continue;
+    const uint64_t need = tensor_data_alignment(t.type);
+    if (reinterpret_cast<uintptr_t>(t.data) % need == 0) continue;
+    auto copy = std::make_shared<std::vector<uint64_t>>((t.nbytes + 7) / 8);  // 8-byte aligned words
+    std::memcpy(copy->data(), t.data, t.nbytes);
+    t.data = reinterpret_cast<const uint8_t*>(copy->data());
+    m.keep_alive_.push_back(std::move(copy));
+    if (t.shard >= 0 && m.shards_[size_t(t.shard)].n_tensors > 0) --m.shards_[size_t(t.shard)].n_tensors;
+    t.shard = -1;
+  }
   return m;
+}
+
+uint64_t tensor_data_alignment(uint32_t type) {
+  const auto* g = ggml_type_geometry(type);
+  if (g == nullptr || g->block_bytes <= 0) return 1;
+  const uint64_t b = uint64_t(g->block_bytes);
+  return std::min<uint64_t>(8, b & (~b + 1));  // the lowest set bit of the block size, at most 8
 }
 
 bool GgufModel::has_in_memory_tensors() const {

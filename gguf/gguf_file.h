@@ -79,7 +79,10 @@ class GgufModel {
   /// llama.cpp names, `deepseek4.*` metadata and tensors whose `data` points into `keep_alive`
   /// (e.g. a safetensors mmap, or buffers of repacked blocks; `shard` -1 for those). `shards`
   /// lists the source files (path and size only). Tensor names must be unique and every nbytes
-  /// match its type and shape (programmer errors: the assembler builds them).
+  /// match its type and shape (programmer errors: the assembler builds them). A tensor whose bytes
+  /// are not aligned for its type (tensor_data_alignment) is copied into aligned memory owned by
+  /// the model and becomes an in-memory tensor (shard -1; the safetensors data section may start
+  /// at any offset).
   static GgufModel assemble(std::string path, Metadata metadata, std::vector<Shard> shards,
                             std::vector<TensorInfo> tensors, std::vector<std::shared_ptr<const void>> keep_alive);
   /// True when some tensor has no file location (shard -1): the NVMe tier cannot read it.
@@ -110,6 +113,11 @@ struct SplitName {
 bool parse_split_path(const std::string& path, SplitName* out);
 /// Formats shard `no` (1-based) of `count`: "PREFIX-00002-of-00005.gguf".
 std::string split_path(const std::string& prefix, int no, int count);
+
+/// The byte alignment the kernels assume for tensor data of ggml type `type`: the lowest set bit of
+/// its block size, at most 8 (F32/I32 4, F16/BF16 and Q8_0 2, MXFP4 and FP8 1); 1 for an unknown id.
+/// GgufModel::assemble copies tensors whose bytes are not so aligned (GGUF files align to 32).
+uint64_t tensor_data_alignment(uint32_t type);
 
 /// nbytes(type, ne) with overflow checks: Error if the type id is unknown (naming fork uses),
 /// ne[0] is not a multiple of the block size, a dimension is negative, or the count overflows.

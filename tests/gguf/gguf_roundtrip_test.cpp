@@ -2,7 +2,9 @@
 // ggml's offset rule, and split sets (open from any shard, missing shards, inconsistent shards).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <random>
 
@@ -381,6 +383,51 @@ TEST(GgufSplit, PathHelpers) {
   EXPECT_FALSE(parse_split_path("model-0001-of-00010.gguf", &s));
   EXPECT_FALSE(parse_split_path("model.gguf", &s));
   EXPECT_EQ(split_path("x", 3, 12), "x-00003-of-00012.gguf");
+}
+
+// GgufModel::assemble (the safetensors checkpoint view): tensor bytes at an address their type
+// may not be read from (F32 at 2 mod 4, as in a safetensors data section after a header of odd
+// length) are copied to aligned memory with the same bytes; aligned tensors and byte-aligned types
+// (MXFP4 blocks of 17 bytes) keep pointing at the caller's memory. A copy is an in-memory tensor
+// (shard -1): `convert` drops the file pages of shard tensors after writing them, which on a heap
+// copy would discard live heap memory.
+TEST(GgufAssemble, CopiesTensorsNotAlignedForTheirType) {
+  EXPECT_EQ(tensor_data_alignment(uint32_t(GgmlType::F32)), 4u);
+  EXPECT_EQ(tensor_data_alignment(uint32_t(GgmlType::F16)), 2u);
+  EXPECT_EQ(tensor_data_alignment(uint32_t(GgmlType::Q8_0)), 2u);
+  EXPECT_EQ(tensor_data_alignment(uint32_t(GgmlType::MXFP4)), 1u);
+  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[256]);
+  uint8_t* base = buf.get();
+  while (reinterpret_cast<uintptr_t>(base) % 8 != 0) ++base;
+  for (int i = 0; i < 200; ++i) base[i] = uint8_t(i * 7 + 1);
+  auto info = [](std::string name, GgmlType type, int64_t n, const uint8_t* data) {
+    TensorInfo t;
+    t.name = std::move(name);
+    t.type = uint32_t(type);
+    t.n_dims = 1;
+    t.ne = {n, 1, 1, 1};
+    t.nbytes = tensor_nbytes(t.type, t.ne).value();
+    t.shard = 0;  // as if mapped from shard 0 of the checkpoint
+    t.data = data;
+    return t;
+  };
+  std::vector<TensorInfo> ts = {info("f32_odd", GgmlType::F32, 8, base + 2), info("f32_ok", GgmlType::F32, 8, base + 64),
+                                info("mxfp4_odd", GgmlType::MXFP4, 32, base + 101)};
+  Shard shard;
+  shard.path = "view.safetensors";
+  shard.n_tensors = 3;
+  GgufModel m = GgufModel::assemble("view", Metadata{}, {shard}, ts, {buf});
+  const TensorInfo* odd = m.find("f32_odd");
+  ASSERT_NE(odd, nullptr);
+  EXPECT_NE(odd->data, base + 2);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(odd->data) % 4, 0u);
+  EXPECT_EQ(std::memcmp(odd->data, base + 2, 32), 0);
+  EXPECT_EQ(odd->shard, -1);  // memory the model owns, not a file mapping
+  EXPECT_TRUE(m.has_in_memory_tensors());
+  EXPECT_EQ(m.find("f32_ok")->data, base + 64);
+  EXPECT_EQ(m.find("f32_ok")->shard, 0);
+  EXPECT_EQ(m.shards()[0].n_tensors, 2u);
+  EXPECT_EQ(m.find("mxfp4_odd")->data, base + 101);
 }
 
 }  // namespace
