@@ -161,6 +161,42 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
   state.counters["GBps"] = benchmark::Counter(double(rb * rows) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// Multi-token Q8_1 path (issue 19 prefill): `rows` x `cols` weights of `type` (quantize_row of
+/// random normal values) times `ntok` tokens whose Q8_1 codes and per-token sums are made once
+/// outside the loop; each iteration is matmul_rows on the multi-token kernel (decode of every row
+/// included, as in a prefill matmul), one thread, hot. ns_per_row_token = time / (rows * ntok).
+void run_mmq(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok) {
+  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+  const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
+  std::vector<uint8_t> w(size_t(rb * rows));
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : tmp) v = nd(rng);
+    ds4::cpu::quantize_row(type, tmp.data(), w.data() + r * rb, cols);
+  }
+  std::vector<float> x(static_cast<size_t>(ntok * cols)), y(static_cast<size_t>(ntok * rows));
+  for (auto& v : x) v = nd(rng);
+  ds4::cpu::MatmulScratch s;
+  ds4::cpu::matmul_quantize_prepare(ntok, cols, true, s);
+  ds4::cpu::matmul_quantize_rows(ds4::cpu::F32Rows{x.data(), cols}, cols, s, 0, ntok);
+  const ds4::cpu::MmqTokens tok = ds4::cpu::matmul_tokens(s, cols);
+  if (!ds4::cpu::matmul_uses_mmq(type, ntok)) {
+    state.SkipWithError("no multi-token kernel for this type / token count on this CPU");
+    return;
+  }
+  const ds4::cpu::WRows wr{type, w.data(), cols, rows, uint64_t(rb)};
+  for (auto _ : state) {
+    ds4::cpu::matmul_rows(wr, ds4::cpu::F32Rows{x.data(), cols}, s.xq.data(), ntok, true,
+                          ds4::cpu::F32Rows{y.data(), rows}, 0, rows, &tok);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns_per_row_token"] =
+      benchmark::Counter(double(rows * ntok) * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +267,14 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ2_XXS, GgmlType::Q2_K})
+    for (int64_t cols : {256, 2048}) {
+      const std::string name = "mmq/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/512x" + std::to_string(cols) +
+                               "/n64/t1/hot";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_mmq(st, type, 512, cols, 64); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
