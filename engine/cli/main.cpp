@@ -48,6 +48,27 @@ std::vector<std::string> normalized_args(int argc, char** argv) {
   return a;
 }
 
+/// The first argument after the command word that looks like an option but is none of `sub`'s
+/// (nor the program's), e.g. `score -o F`: CLI11 reports a missing required option before an
+/// unknown one, which would hide the real mistake. Values such as "-1" or "-" are not options;
+/// "--name=value" and CLI11's attached short form "-n32" are checked by their option part.
+/// Returns "" when every option-looking argument is known.
+std::string unknown_option(const CLI::App& app, const CLI::App& sub, const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;  // everything after it is positional
+    if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.') continue;
+    std::string name = a.substr(0, a.find('='));
+    if (name.size() > 2 && name[1] != '-') name = name.substr(0, 2);  // -n32 = -n 32
+    bool known = false;
+    for (const CLI::App* owner : {&sub, &app})
+      for (const CLI::Option* o : owner->get_options())
+        known = known || o->check_name(name);
+    if (!known) return a;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,9 +122,15 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string name;
+    std::string what = e.what();
     for (auto& [sub, cmd] : subs)
-      if (sub->parsed()) name = " " + cmd->name;
-    std::fprintf(stderr, "ds4-offload%s: error: %s (ds4-offload%s --help)\n", name.c_str(), e.what(), name.c_str());
+      if (sub->parsed()) {
+        name = " " + cmd->name;
+        if (dynamic_cast<const CLI::RequiredError*>(&e))
+          if (const std::string u = unknown_option(app, *sub, args); !u.empty())
+            what = "unknown option '" + u + "': not an option of '" + cmd->name + "' (and " + what + ")";
+      }
+    std::fprintf(stderr, "ds4-offload%s: error: %s (ds4-offload%s --help)\n", name.c_str(), what.c_str(), name.c_str());
     return kExitBadInput;
   }
   for (auto& [sub, cmd] : subs)

@@ -151,6 +151,23 @@ TEST_F(Cli, ScoreTakesACheckpointFolder) {
   EXPECT_NE(e.text.find("score: error:"), std::string::npos) << e.text;
 }
 
+// An unknown option next to a missing required one is named first (a tester typed `score -o F`,
+// llama.cpp's habit, and was told only that --logits-out is required).
+TEST_F(Cli, UnknownOptionIsNamedBeforeAMissingRequiredOne) {
+  const std::string m = "score -m '" + fixture_gguf().string() + "' --token-ids /dev/null ";
+  auto r = sh(m + "-o x.f32");
+  EXPECT_EQ(r.code, 1) << r.text;
+  EXPECT_NE(r.text.find("unknown option '-o': not an option of 'score'"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("--logits-out is required"), std::string::npos) << r.text;
+  auto l = sh(m + "--logits-file=x.f32");
+  EXPECT_NE(l.text.find("unknown option '--logits-file=x.f32'"), std::string::npos) << l.text;
+  // Known options, negative numbers and "-" are not reported as unknown.
+  auto k = sh(m + "-t 1 --chunk -1");
+  EXPECT_EQ(k.code, 1) << k.text;
+  EXPECT_EQ(k.text.find("unknown option"), std::string::npos) << k.text;
+  EXPECT_NE(k.text.find("--logits-out is required"), std::string::npos) << k.text;
+}
+
 // `serve --api-key ""` (e.g. an unset shell variable) is refused before the model loads instead of
 // serving without authentication.
 TEST_F(Cli, ServeRefusesAnEmptyApiKey) {
