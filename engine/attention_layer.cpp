@@ -72,7 +72,7 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
   dev_.matmul(s_, L.q_a, x, qr, act_);
   dev_.rmsnorm(s_, qr, L.q_a_norm, c_.norm_eps, qr);
   const dev::Tensor q = ws_.f32(Hr * D, n);
-  dev_.matmul(s_, L.q_b.rows_view(h0 * D, shard_.head1 * D), qr, q, act_);
+  dev_.matmul(s_, L.q_b, qr, q, act_);  // this rank's heads' rows
   dev_.rmsnorm(s_, q.reshaped(D, n * Hr), dev::Tensor{}, c_.norm_eps, q.reshaped(D, n * Hr));
   // kv = RMSNorm_kv(wkv x), RoPE (replicated: the single latent KV).
   const dev::Tensor kv = ws_.f32(D, n);
@@ -96,8 +96,8 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
     const int64_t H = c_.idx_heads, DI = c_.idx_head_dim, HI = shard_.idx_head1 - shard_.idx_head0;
     iq = ws_.f32(HI * DI, n);
     iw = ws_.f32(HI, n);
-    dev_.matmul(s_, L.idx_q_b.rows_view(shard_.idx_head0 * DI, shard_.idx_head1 * DI), qr, iq, act_);
-    dev_.matmul(s_, L.idx_proj.rows_view(shard_.idx_head0, shard_.idx_head1), x, iw, act_);
+    dev_.matmul(s_, L.idx_q_b, qr, iq, act_);  // this rank's indexer heads' rows
+    dev_.matmul(s_, L.idx_proj, x, iw, act_);
     const int64_t iwidth = L.idx_cmp_kv.ne1;
     ia = ws_.f32(iwidth, n);
     ig = ws_.f32(iwidth, n);
@@ -157,7 +157,7 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
   // the canonical wo_b (tensor_parallel.h, definition 1): P_s = wo_b[:, cols of shard s] z_s for
   // this rank's shards, gathered in shard order and summed in that order.
   const int64_t G = c_.o_groups, gin = c_.n_head * D / G, R = c_.o_lora_rank, S = shard_.shards;
-  const int64_t gps = G / S, own = shard_.shard1 - shard_.shard0, g0 = shard_.shard0 * gps;
+  const int64_t gps = G / S, own = shard_.shard1 - shard_.shard0;
   const dev::Tensor zs = ws_.f32(gps * R, n);
   // P_k for this rank's k-th canonical shard into dst [n, dim].
   // A group's columns of o are copied into packed rows first: the product then streams its
@@ -166,14 +166,13 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
   const dev::Tensor og = ws_.f32(gin, n), zg = ws_.f32(R, n);
   auto shard_product = [&](int64_t k, const dev::Tensor& dst) {
     for (int64_t j = 0; j < gps; ++j) {
-      const int64_t g = g0 + k * gps + j, gl = g - g0;  // global and rank-local group
+      const int64_t gl = k * gps + j;  // rank-local group (global shard0 * gps + gl)
       dev_.copy(s_, o.cols_view(gl * gin, (gl + 1) * gin), og);
-      dev_.matmul(s_, L.out_a.rows_view(g * R, (g + 1) * R), og, zg,
+      dev_.matmul(s_, L.out_a.rows_view(gl * R, (gl + 1) * R), og, zg,  // rank-local group rows
                   qat() ? dev::ActFormat::F32 : act_);  // REF: BF16 einsum for wo_a
       dev_.copy(s_, zg, zs.cols_view(j * R, (j + 1) * R));
     }
-    const int64_t c0 = (g0 + k * gps) * R;
-    dev_.matmul(s_, L.out_b.cols_view(c0, c0 + gps * R), zs, dst, act_);
+    dev_.matmul(s_, L.out_b_shards[static_cast<size_t>(shard_.shard0 + k)], zs, dst, act_);
   };
   const int64_t dim = c_.dim;
   if (!comm_) {

@@ -19,12 +19,16 @@ TpShard single_shard(const ModelConfig& c, const ModelWeights& w) {
 }  // namespace
 
 DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d) {
+  return bind_device_weights(c, w, d, single_shard(c, w));
+}
+
+DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d, const TpShard& sh) {
   DeviceWeights o;
   const int64_t dim = c.dim, hc = c.hc, mix = (2 + hc) * hc;
   auto f = [&](const float* p, int64_t n) { return p ? d.bind_f32(p, n) : dev::Tensor{}; };
   auto m = [&](const dev::WeightMatrix& x) { return x.data ? d.bind(x) : dev::Tensor{}; };
   o.token_embd = m(w.token_embd);
-  o.output = m(w.output);
+  o.output = w.output.data ? d.bind(row_slice(w.output, sh.vocab0, sh.vocab1)) : dev::Tensor{};
   o.output_norm = f(w.output_norm, dim);
   o.hc_head_fn = f(w.hc_head_fn, hc * hc * dim);
   o.hc_head_base = f(w.hc_head_base, hc);
@@ -43,11 +47,14 @@ DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, d
     t.attn_sinks = f(L.attn_sinks, c.n_head);
     t.q_a = m(L.q_a);
     t.q_a_norm = f(L.q_a_norm, c.q_lora_rank);
-    t.q_b = m(L.q_b);
+    const int64_t D = c.head_dim, S = sh.shards, gps = c.o_groups / S, R = c.o_lora_rank;
+    t.q_b = d.bind(row_slice(L.q_b, sh.head0 * D, sh.head1 * D));
     t.kv = m(L.kv);
     t.kv_norm = f(L.kv_norm, c.head_dim);
-    t.out_a = m(L.out_a);
-    t.out_b = m(L.out_b);
+    t.out_a = d.bind(row_slice(L.out_a, sh.shard0 * gps * R, sh.shard1 * gps * R));
+    t.out_b_shards.resize(static_cast<size_t>(S));
+    for (int64_t s = sh.shard0; s < sh.shard1; ++s)
+      t.out_b_shards[static_cast<size_t>(s)] = d.bind(col_slice(L.out_b, s * gps * R, (s + 1) * gps * R));
     const int r = c.ratio(l);
     if (r > 0) {
       const int64_t cw = (r == 4 ? 2 : 1) * c.head_dim;
@@ -57,8 +64,8 @@ DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, d
       t.cmp_norm = f(L.cmp_norm, c.head_dim);
     }
     if (r == 4) {
-      t.idx_q_b = m(L.idx_q_b);
-      t.idx_proj = m(L.idx_proj);
+      t.idx_q_b = d.bind(row_slice(L.idx_q_b, sh.idx_head0 * c.idx_head_dim, sh.idx_head1 * c.idx_head_dim));
+      t.idx_proj = d.bind(row_slice(L.idx_proj, sh.idx_head0, sh.idx_head1));
       t.idx_cmp_kv = m(L.idx_cmp_kv);
       t.idx_cmp_gate = m(L.idx_cmp_gate);
       t.idx_cmp_ape = f(L.idx_cmp_ape, 4 * 2 * c.idx_head_dim);
@@ -200,7 +207,7 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
     // Vocabulary-parallel head: this rank's slice, then a gather of [R, rows, vocab/R].
     const int64_t vr = shard_.vocab1 - shard_.vocab0, R = shard_.ranks;
     const dev::Tensor part = ws_.f32(vr, rows), all = ws_.f32(vr, rows, R);
-    dev_.matmul(s_, dw_.output.rows_view(shard_.vocab0, shard_.vocab1), h, part, act_);
+    dev_.matmul(s_, dw_.output, h, part, act_);  // this rank's vocabulary rows
     DS4_TRY_VOID(dev_.all_gather(s_, *comm_, part, all));
     for (int64_t r = 0; r < R; ++r) dev_.copy(s_, all.plane(r), lg.cols_view(r * vr, (r + 1) * vr));
   }

@@ -46,11 +46,16 @@
 
 namespace ds4 {
 
-/// Device tensors of one layer's weights (bound once per rank device; see LayerWeights).
+/// Device tensors of one layer's weights (bound once per rank device; see LayerWeights). The
+/// tensor-parallel matrices hold only this rank's part (engine/tensor_parallel.h): q_b the rows of
+/// its query heads [Hr*head_dim], out_a the rows of its output groups [own*gps*o_lora], idx_q_b /
+/// idx_proj the rows of its indexer heads; out_b_shards[s] is wo_b's input columns of canonical
+/// shard s (packed on a device with its own memory), empty for the shards another rank computes.
 struct LayerTensors {
   dev::Tensor hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
   dev::Tensor attn_norm, ffn_norm, attn_sinks;
-  dev::Tensor q_a, q_a_norm, q_b, kv, kv_norm, out_a, out_b;
+  dev::Tensor q_a, q_a_norm, q_b, kv, kv_norm, out_a;
+  std::vector<dev::Tensor> out_b_shards;  // [S]
   dev::Tensor cmp_kv, cmp_gate, cmp_ape, cmp_norm;
   dev::Tensor idx_q_b, idx_proj, idx_cmp_kv, idx_cmp_gate, idx_cmp_ape, idx_cmp_norm;
   dev::Tensor gate_inp, tid2eid, probs_bias, sh_gate, sh_up, sh_down;
@@ -58,13 +63,17 @@ struct LayerTensors {
 };
 
 /// Device tensors of a model's non-expert weights (routed experts are bound per step from the
-/// staging::ExpertStore).
+/// staging::ExpertStore). `output` holds this rank's vocabulary rows [vocab1 - vocab0, dim];
+/// token_embd is whole (embed_rows indexes it by token id).
 struct DeviceWeights {
   dev::Tensor token_embd, output, output_norm, hc_head_fn, hc_head_base, hc_head_scale;
   std::vector<LayerTensors> layers;
 };
 
-/// Binds `w` on device `d`.
+/// Binds the part of `w` that rank `shard` reads on device `d` (a device with its own memory
+/// copies only that part: a strided column slice is copied packed).
+DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d, const TpShard& shard);
+/// bind_device_weights for one rank (R = 1: everything).
 DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, dev::Device& d);
 
 /// One sequence's part of a batch: `tokens` at positions st->pos.. of its own state.

@@ -126,8 +126,9 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
 /// A device with its own memory (the CUDA backend): the non-expert weights and every expert of
 /// rank `shard` (its owned experts; all at tp 1) the store keeps in stable memory (VRAM-resident
 /// experts: the mmap / the plan's resident slabs) are copied to the device now; staged experts are
-/// copied at each use (dev::BindMode::Staged). The non-expert weights go whole to every rank's
-/// device (the rank's matrices are views of them). Prints the device's memory budget and the load
+/// copied at each use (dev::BindMode::Staged). The non-expert weights go to every rank's
+/// device, the tensor-parallel matrices only the rank's part of them (bind_device_weights).
+/// Prints the device's memory budget and the load
 /// progress to stderr. Error when they do not fit.
 Result<void> upload_to_device(const std::string& path, dev::Device& d, const ModelConfig& c, const ModelWeights& w,
                               const TpShard& shard, std::vector<DeviceWeights>* out) {
@@ -145,7 +146,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
         expert_bytes += m.row_bytes * static_cast<uint64_t>(m.out);
       }
     }
-  out->push_back(bind_device_weights(c, w, d));
+  out->push_back(bind_device_weights(c, w, d, shard));
   const uint64_t dense = d.weight_tier_bytes().h2d_persistent;
   std::fprintf(stderr, "ds4: %s: uploaded %.1f MiB of dense and attention weights\n", d.name(), dense / kMiB);
   if (before.total > 0 && expert_bytes > d.memory_info().free)
@@ -268,7 +269,8 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     for (int r = 0; r < R; ++r)
       DS4_TRY_VOID(upload_to_device(path, *m->devices_[r], m->config_, m->weights_, m->shards_[r], &m->dweights_));
   } else {
-    for (int r = 0; r < R; ++r) m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r]));
+    for (int r = 0; r < R; ++r)
+      m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r], m->shards_[r]));
   }
   if (R > 1 && cuda) {
     std::vector<int> ordinals;

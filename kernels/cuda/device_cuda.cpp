@@ -246,14 +246,27 @@ class CudaDevice final : public dev::Device {
     if (mode_ == dev::BindMode::Staged) return stage(w, bytes);
     const auto key = std::make_tuple(w.data, static_cast<int>(w.type), w.in, w.out, w.row_bytes);
     if (auto it = bound_.find(key); it != bound_.end()) return it->second;
-    auto b = std::make_unique<CudaBuffer>(bytes, false);
+    // A strided view (a column slice: its rows shorter than the stride) is copied packed, so the
+    // kernels read it like any matrix (no per-launch repacking) and only its own bytes are held.
+    dev::WeightMatrix packed = w;
+    Tensor shape;
+    shape.type = w.type;
+    shape.ne0 = w.in;
+    packed.row_bytes = shape.row_data_bytes();
+    DS4_CHECK(packed.row_bytes <= w.row_bytes);
+    const uint64_t held = packed.row_bytes * static_cast<uint64_t>(w.out);
+    auto b = std::make_unique<CudaBuffer>(held, false);
     // On the compute stream (where every reader of the weight runs): a cudaMemcpy from pageable
     // memory may return before its DMA lands and is not ordered with the non-blocking streams.
     // The pageable source is staged by the runtime before cudaMemcpyAsync returns; a pinned one
     // (host slabs) stays valid for the store's lifetime.
-    if (bytes) DS4_CUDA_CHECK(cudaMemcpyAsync(b->base(), w.data, bytes, cudaMemcpyHostToDevice, stream_.s_));
-    tier_.h2d_persistent += bytes;
-    Tensor t = tensor_of(b.get(), w);
+    if (held && packed.row_bytes == w.row_bytes)
+      DS4_CUDA_CHECK(cudaMemcpyAsync(b->base(), w.data, held, cudaMemcpyHostToDevice, stream_.s_));
+    else if (held)
+      DS4_CUDA_CHECK(cudaMemcpy2DAsync(b->base(), packed.row_bytes, w.data, w.row_bytes, packed.row_bytes,
+                                       static_cast<size_t>(w.out), cudaMemcpyHostToDevice, stream_.s_));
+    tier_.h2d_persistent += held;
+    Tensor t = tensor_of(b.get(), packed);
     owned_.push_back(std::move(b));
     bound_.emplace(key, t);
     return t;

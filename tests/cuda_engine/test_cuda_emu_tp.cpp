@@ -298,6 +298,52 @@ TEST(CudaEmuTp, Tp4StagedExpertsGiveTheCpuTokensAndTheSameBitsUnderTwoSeeds) {
               std::equal(a.logits.begin(), a.logits.end(), b.logits.begin(), same_bits) ? "yes" : "no");
 }
 
+// Each rank's device holds only its part of the tensor-parallel matrices (wq_b's heads, wo_a's
+// and wo_b's groups, the indexer's heads, the head's vocabulary rows; token_embd stays whole) and
+// its own experts: the load-time bytes of rank r at tp R equal tp 1's minus the experts other
+// ranks own minus (R-1)/R of those matrices (every split is at a block boundary), counted here
+// from the GGUF's tensors.
+TEST(CudaEmuTp, RanksUploadOnlyTheirShardsAndExperts) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  auto open = [](int tp) {
+    ModelOptions o;
+    o.backend = "cuda";
+    o.tp = tp;
+    o.threads = 1;
+    auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
+    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+    return m.ok() ? *m : nullptr;
+  };
+  const auto one = open(1);
+  ASSERT_TRUE(one);
+  const uint64_t all = one->device(0).weight_tier_bytes().h2d_persistent;
+  const ModelConfig& c = one->config();
+  const ModelWeights& w = one->weights();
+  auto bytes = [](const dev::WeightMatrix& m) { return m.row_bytes * uint64_t(m.out); };
+  uint64_t split = bytes(w.output);
+  for (const LayerWeights& L : w.layers) {
+    split += bytes(L.q_b) + bytes(L.out_a) + bytes(L.out_b);
+    if (L.idx_q_b.data) split += bytes(L.idx_q_b) + bytes(L.idx_proj);
+  }
+  for (int tp : {2, 4}) {
+    const auto m = open(tp);
+    ASSERT_TRUE(m);
+    for (int r = 0; r < tp; ++r) {
+      uint64_t others = 0;
+      for (int l = 0; l < c.n_layer; ++l)
+        for (int e = 0; e < c.n_expert; ++e)
+          if (!m->shard(r).owns_expert(l, e))
+            for (auto p : {staging::ExpertProj::Gate, staging::ExpertProj::Up, staging::ExpertProj::Down}) {
+              auto x = w.experts->get(l, e, p);
+              ASSERT_TRUE(x.ok());
+              others += bytes(*x);
+            }
+      EXPECT_EQ(m->device(r).weight_tier_bytes().h2d_persistent, all - others - split / tp * (tp - 1))
+          << "tp " << tp << " rank " << r;
+    }
+  }
+}
+
 // Fewer GPUs than ranks: one clear error naming both counts.
 TEST(CudaEmuTp, MoreRanksThanGpusIsRefused) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
