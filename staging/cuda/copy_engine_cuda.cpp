@@ -292,8 +292,11 @@ class CudaCopyEngine final : public CopyEngine {
     size_t keep = 0;
     for (size_t i = 0; i < stalls_.size(); ++i) {
       const StallPair p = stalls_[i];
-      if (cudaEventQuery(p.c) != cudaSuccess || cudaEventQuery(p.end) != cudaSuccess) {
-        cudaGetLastError();
+      const cudaError_t qc = cudaEventQuery(p.c);
+      const cudaError_t qe = qc == cudaSuccess ? cudaEventQuery(p.end) : cudaSuccess;
+      if (qc != cudaSuccess || qe != cudaSuccess) {
+        if ((qc != cudaSuccess && qc != cudaErrorNotReady) || (qe != cudaSuccess && qe != cudaErrorNotReady))
+          cudaGetLastError();  // a failed probe stays pending; errors are reported by the copies' own waits
         stalls_[keep++] = p;
         continue;
       }
