@@ -176,17 +176,23 @@ tiny_one() {
 # `gpu_check_model.sh staged-plan ...`: `timeout` needs a program): writes plan OUT (`plan --json`) for
 # MODEL on NGPU GPUs that keeps about SHARE of the routed experts VRAM-resident and stages the rest
 # from host memory: PROFILE (a hardware profile JSON) with its first GPU repeated NGPU times, no
-# NVMe, CPU expert compute at 0.01 GB/s (so the planner stages rather than computes on the CPU,
+# NVMe (a profile without GPUs gets configs/hw/1x2080ti-22g-pcie3.json's), CPU expert compute at 0.01 GB/s (so the planner stages rather than computes on the CPU,
 # which the CUDA backend would do on the GPU anyway), and each GPU's VRAM found by bisection in
 # (0, VRAM_HI_GIB] GiB (vram_reserved 0) until the resident share is within 0.1 of SHARE. Prints the
 # cap and the experts per tier; status 1 when no cap gives both resident and staged experts.
 make_staged_plan() {
-  python3 - "$DS4" "$@" <<'PY'
+  python3 - "$DS4" "$ROOT/configs/hw/1x2080ti-22g-pcie3.json" "$@" <<'PY'
 import json, subprocess, sys
-ds4, model, prof, ngpu, ctx, share, hi, out = sys.argv[1:9]
+ds4, fallback, model, prof, ngpu, ctx, share, hi, out = sys.argv[1:10]
 ngpu, share, hi = int(ngpu), float(share), float(hi)
 p = json.load(open(prof))
+if not p.get("gpus"):  # a profile probed without GPUs (a dry run): the RTX 2080 Ti entry stands in
+    p["gpus"] = json.load(open(fallback))["gpus"]
 p["gpus"] = [dict(p["gpus"][0]) for _ in range(ngpu)]
+links = p.setdefault("links", {})  # a profile probed without GPUs has no H2D figures
+for k, f in (("h2d_aggregate_gbps", 1.0), ("pageable_h2d_gbps", 0.9)):
+    if not links.get(k):
+        links[k] = f * sum(g.get("h2d_gbps", 11.5) for g in p["gpus"])
 p.pop("nvme", None)
 for n in p["numa_nodes"]:
     n["cpu_expert_gbps"] = {k: 0.01 for k in n.get("cpu_expert_gbps", {"default": 1})} or {"default": 0.01}
