@@ -104,6 +104,11 @@ Result<placement::PlanFile> plan_for_device(const gguf::GgufModel& file, const d
       }
       (e.tier == Tier::Vram ? resident : staged) += 1;
     }
+  // The prediction of the plan as loaded (CPU-tier experts moved to Host): what bench compares with.
+  const Prediction pred = cm.predict(pf.plan);
+  pf.predicted = {pred.vram_bytes_per_token, pred.link_bytes_per_token, pred.cpu_bytes_per_token,
+                  pred.nvme_bytes_per_token};
+  pf.predicted_tok_s = pred.decode_tok_s;
   pf.rule = "planner (on the fly)";
   pf.expert_bytes = pm.sizes.expert_bytes;
   pf.node_ids = {0};

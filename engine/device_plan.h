@@ -10,7 +10,8 @@
 // resident experts. The CUDA backend computes every routed expert on the GPU, so experts the
 // planner would compute on the CPU are staged from host memory instead (Tier::Host); the
 // returned plan is the one the model is loaded by, so its bookkeeping (plan_bytes_for_routing)
-// is the run's.
+// is the run's. Its `predicted` bytes per tier and `predicted_tok_s` are the cost model's
+// prediction for that plan as loaded (bench prints them beside its measurement).
 #pragma once
 
 #include <cstdint>

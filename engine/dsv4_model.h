@@ -58,6 +58,15 @@ class Dsv4Model final : public Model {
     return t;
   }
 
+  std::vector<RankDeviceCounters> rank_device_counters() const override {
+    std::vector<RankDeviceCounters> v;
+    for (const auto& d : devices_) {
+      const dev::WeightTierBytes b = d->weight_tier_bytes();
+      v.push_back({{b.device_resident, b.staged, b.host, b.h2d_staged}, d->link_timing()});
+    }
+    return v;
+  }
+
   const placement::PlanFile* expert_plan() const override { return plan_ ? &*plan_ : nullptr; }
 
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ds4/result.h"
+#include "kernels/link_timing.h"
 #include "staging/staging_counters.h"
 
 namespace ds4 {
@@ -78,6 +79,13 @@ struct DeviceTierTraffic {
   uint64_t h2d_staged = 0;       // bytes the staged copies moved host -> device
 };
 
+/// One tensor-parallel rank's device counters (Model::rank_device_counters): its weight bytes by
+/// tier and the timing of its host -> device link (kernels/link_timing.h). Monotone.
+struct RankDeviceCounters {
+  DeviceTierTraffic tiers;
+  dev::LinkTiming link;
+};
+
 /// A loaded DSV4 model (config validated against the tensors, weights bound, tokenizer built).
 class Model {
  public:
@@ -109,6 +117,9 @@ class Model {
   virtual std::vector<std::string> gpu_names() const = 0;
   /// The backend's own weight counters by tier, summed over the ranks' devices (monotone).
   virtual DeviceTierTraffic device_tier_traffic() const = 0;
+  /// The same per rank (rank order, one entry per device), with each rank's link timing; their
+  /// tiers sum to device_tier_traffic(). Default: empty (a model without devices).
+  virtual std::vector<RankDeviceCounters> rank_device_counters() const { return {}; }
   /// The expert placement plan the model was loaded by: --plan's file, or the plan made at load
   /// for a device with its own memory (engine/device_plan.h); null when experts were placed
   /// without a plan (the GGUF mapping, --experts-tier, the CPU backend without --plan).

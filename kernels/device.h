@@ -24,6 +24,7 @@
 #include <string>
 
 #include "ds4/result.h"
+#include "kernels/link_timing.h"
 #include "kernels/quant/ggml_type.h"
 
 namespace ds4::comm {
@@ -307,6 +308,10 @@ class Device {
     b.host = weight_bytes_read();
     return b;
   }
+  /// Timing of this device's host -> device staging link (kernels/link_timing.h), monotone:
+  /// copy time, compute-stream stall and host waits of the copies completed so far. Default
+  /// (the CPU backend, which copies nothing): not measured.
+  virtual LinkTiming link_timing() const { return {}; }
   /// Selects how later bind() calls copy host matrices (see BindMode; default: ignored).
   virtual void set_bind_mode(BindMode) {}
   /// True when ops read device memory the host cannot dereference (bind copies).

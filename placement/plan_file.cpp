@@ -124,6 +124,10 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
                  (pr.contains("nvme_bytes_per_token") ? pr["nvme_bytes_per_token"].dump().substr(0, 60)
                                                       : std::string("nothing"))};
   f.predicted.nvme = pr["nvme_bytes_per_token"].get<double>();
+  // Optional (plans written before bench compared against it, the tests' plans): 0 = unknown.
+  if (pr.contains("decode_tok_s") && pr["decode_tok_s"].is_number() && std::isfinite(pr["decode_tok_s"].get<double>()) &&
+      pr["decode_tok_s"].get<double>() > 0)
+    f.predicted_tok_s = pr["decode_tok_s"].get<double>();
   return f;
 }
 

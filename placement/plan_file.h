@@ -31,6 +31,7 @@ struct PlanFile {
   std::vector<int> node_ids;          ///< [node index] NUMA node id of the profile's nodes
   int top_k = 0;
   TierBytes predicted;                ///< "prediction": expected decode bytes per token (routing stats)
+  double predicted_tok_s = 0;         ///< "prediction.decode_tok_s" (0 when the file has none)
   std::string routing;                ///< routing statistics the plan was made from
 };
 

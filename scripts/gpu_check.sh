@@ -10,8 +10,11 @@
 #      counted from the start): builds ds4-offload + device_conformance_cuda_test and runs the
 #      latter (the device API conformance suite on the real CUDA device),
 #      compares the tiny fixture model's tokens and logits on --backend cuda vs cpu (experts
-#      resident and --experts-tier host), and benches a synthetic model of DeepSeek-V4-Flash's
+#      resident and --experts-tier host; then --tp 2 and 4 where the GPU count allows, experts
+#      resident and staged by a plan), and benches a synthetic model of DeepSeek-V4-Flash's
 #      layer shapes (as many layers as fit the card) against the copy bandwidth measured in 3,
+#      then again with a plan that stages part of its experts (VRAM capped in the probed
+#      profile): decode tok/s, copy/compute overlap, per-GPU bytes per tier beside the plan's,
 #   5. writes gpu-check-summary.txt (repo root, or $DS4_GPU_SUMMARY): GPU, arch, commit, build
 #      time, each test's result, per benchmark the weight GB/s and fraction of copy bandwidth, and
 #      every result of step 4 (a failed step: FAIL and its log path).

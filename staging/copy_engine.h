@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ds4/result.h"
+#include "kernels/link_timing.h"
 
 namespace ds4::staging {
 
@@ -69,6 +70,10 @@ class CopyEngine {
   /// Copies `bytes` at slot address `slot_addr` (from slot()) back to host memory `dst`,
   /// synchronously, after every submitted copy: for tests and diagnosis.
   virtual Result<void> copy_to_host(const uint8_t* slot_addr, void* dst, uint64_t bytes) = 0;
+  /// The link's timing so far (kernels/link_timing.h: copy time, compute-stream stall, host
+  /// waits), over the copies and waits whose events have completed by this call (it polls them,
+  /// never blocks). Default (the host engine): not measured.
+  virtual dev::LinkTiming timing() { return {}; }
 };
 
 /// The host engine: slots are 4096-aligned host memory, submit() copies with memcpy at once, so

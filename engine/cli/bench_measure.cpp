@@ -19,6 +19,8 @@ int32_t argmax(const std::vector<float>& v) {
 void add_store_delta(const staging::StagingCounters& a, const staging::StagingCounters& b, BenchRep* r) {
   r->staged_bytes = b.bytes_host_to_device - a.bytes_host_to_device;
   r->nvme_bytes = (b.bytes_nvme_to_device - a.bytes_nvme_to_device) + (b.bytes_nvme_to_cpu - a.bytes_nvme_to_cpu);
+  r->cache_hits = b.cache_hits - a.cache_hits;
+  r->cache_misses = b.cache_misses - a.cache_misses;
 }
 
 }  // namespace
@@ -39,6 +41,7 @@ Result<BenchRep> bench_run_once(Session& s, const Model* store, const std::vecto
   const WeightTraffic w0 = s.weight_traffic();
   const staging::StagingCounters c0 = store ? store->expert_counters() : staging::StagingCounters{};
   const DeviceTierTraffic d0 = store ? store->device_tier_traffic() : DeviceTierTraffic{};
+  const std::vector<RankDeviceCounters> k0 = store ? store->rank_device_counters() : std::vector<RankDeviceCounters>{};
   const auto t1 = Clock::now();
   for (int i = 1; i < n_gen; ++i) {
     const int32_t one[1] = {tok};
@@ -56,6 +59,13 @@ Result<BenchRep> bench_run_once(Session& s, const Model* store, const std::vecto
     const DeviceTierTraffic d1 = store->device_tier_traffic();
     rep.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
                  d1.h2d_staged - d0.h2d_staged};
+    const std::vector<RankDeviceCounters> k1 = store->rank_device_counters();
+    for (size_t k = 0; k < k1.size() && k < k0.size(); ++k) {
+      const DeviceTierTraffic &a = k0[k].tiers, &b = k1[k].tiers;
+      rep.ranks.push_back({{b.device_resident - a.device_resident, b.staged - a.staged, b.host - a.host,
+                            b.h2d_staged - a.h2d_staged},
+                           k1[k].link.since(k0[k].link)});
+    }
   }
   return rep;
 }
@@ -73,6 +83,18 @@ Result<BenchTest> bench_measure(Session& s, const Model* store, const std::vecto
     t.tiers.staged += rep.tiers.staged;
     t.tiers.host += rep.tiers.host;
     t.tiers.h2d_staged += rep.tiers.h2d_staged;
+    t.cache_hits += rep.cache_hits;
+    t.cache_misses += rep.cache_misses;
+    if (t.ranks.size() < rep.ranks.size()) t.ranks.resize(rep.ranks.size());
+    for (size_t k = 0; k < rep.ranks.size(); ++k) {
+      DeviceTierTraffic& d = t.ranks[k].tiers;
+      const DeviceTierTraffic& e = rep.ranks[k].tiers;
+      d.device_resident += e.device_resident;
+      d.staged += e.staged;
+      d.host += e.host;
+      d.h2d_staged += e.h2d_staged;
+      t.ranks[k].link += rep.ranks[k].link;
+    }
     t.reps.push_back(std::move(rep));
   }
   t.decode_tokens = double(reps) * double(std::max(n_gen - 1, 0));
@@ -84,6 +106,24 @@ TierBytesPerToken tier_bytes_per_token(const BenchTest& t) {
   const double n = t.decode_tokens;
   return {double(t.tiers.device_resident) / n, double(t.tiers.staged) / n, double(t.tiers.host) / n,
           double(t.tiers.h2d_staged) / n};
+}
+
+std::vector<RankPerToken> rank_per_token(const BenchTest& t) {
+  std::vector<RankPerToken> v;
+  const double n = t.decode_tokens;
+  for (const RankDeviceCounters& r : t.ranks) {
+    RankPerToken p;
+    p.link = r.link;
+    if (n > 0) {
+      p.bytes = {double(r.tiers.device_resident) / n, double(r.tiers.staged) / n, double(r.tiers.host) / n,
+                 double(r.tiers.h2d_staged) / n};
+      p.copy_ms = r.link.copy_s * 1e3 / n;
+      p.stall_ms = r.link.stall_s * 1e3 / n;
+      p.host_wait_ms = r.link.host_wait_s * 1e3 / n;
+    }
+    v.push_back(p);
+  }
+  return v;
 }
 
 }  // namespace ds4::cli

@@ -26,6 +26,8 @@ struct BenchRep {
   uint64_t staged_bytes = 0;  // host slab -> device slot copies (bytes_host_to_device)
   uint64_t nvme_bytes = 0;    // file -> device slot or host buffer (bytes_nvme_to_device + _to_cpu)
   DeviceTierTraffic tiers;    // the backend's counters over the same evals (differences)
+  std::vector<RankDeviceCounters> ranks;  // per rank (Model::rank_device_counters), differences
+  uint64_t cache_hits = 0, cache_misses = 0;  // the expert store's cache over the same evals
   std::vector<int32_t> tokens;  // the n_gen greedy tokens (argmax; the first from the prefill)
 };
 
@@ -42,6 +44,8 @@ struct BenchTest {
   std::vector<BenchRep> reps;
   uint64_t decode_bytes = 0, decode_expert_bytes = 0, staged_bytes = 0, nvme_bytes = 0;  // sums over reps
   DeviceTierTraffic tiers;   // sum over reps of BenchRep::tiers
+  std::vector<RankDeviceCounters> ranks;  // sum over reps of BenchRep::ranks (per rank)
+  uint64_t cache_hits = 0, cache_misses = 0;  // sums over reps
   double decode_tokens = 0;  // reps x (n_gen - 1): the tokens the per-token figures divide by
 };
 
@@ -55,5 +59,16 @@ struct TierBytesPerToken {
   double device_resident = 0, staged = 0, host = 0, h2d_staged = 0;
 };
 TierBytesPerToken tier_bytes_per_token(const BenchTest& t);
+
+/// One rank's (GPU's) decode figures per decoded token, as bench prints them per link: bytes by
+/// tier (device-resident, staged, host), the host -> device bytes, and its link timing over the
+/// whole test (kernels/link_timing.h; overlap "n/a" unless link.has_overlap()).
+struct RankPerToken {
+  TierBytesPerToken bytes;
+  double copy_ms = 0, stall_ms = 0, host_wait_ms = 0;  // per decoded token
+  dev::LinkTiming link;                               // totals over the test
+};
+/// rank_per_token for every rank of `t` (empty when the model reported no ranks).
+std::vector<RankPerToken> rank_per_token(const BenchTest& t);
 
 }  // namespace ds4::cli

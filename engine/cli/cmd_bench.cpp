@@ -19,6 +19,12 @@
 // With --plan F (or --experts-tier) the routed experts live where the plan puts them; the decode
 // rows then also give the bytes per token copied host -> device slot (staged) and read from the
 // file (NVMe) from the expert store's counters, and the roofline adds staged bytes / memcpy GB/s.
+// Links (decode rows, every backend): per rank / GPU the backend's bytes per token by tier
+// (device-resident, staged, host) and host -> device, the copy link's timing per token (copy
+// time, compute-stream stall, host waits) and the overlap fraction (kernels/link_timing.h; "n/a"
+// where the backend does not time copies: the CPU), the expert cache's hits and misses, and, when
+// a plan is in use (--plan or the plan made at load), the plan's predicted bytes per tier per
+// token and decode tok/s beside them (bench_links.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -37,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/official_checkpoint.h"
+#include "engine/cli/bench_links.h"
 #include "engine/cli/bench_measure.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
@@ -47,6 +54,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/mem_bandwidth.h"
 #include "kernels/quant/ggml_type.h"
+#include "placement/plan_file.h"
 #include "placement/topology.h"
 #include "staging/h2d_probe.h"
 
@@ -219,6 +227,7 @@ struct Row {
   double roofline_s = 0;   // tg rows: seconds per token the probed bandwidths allow
   // tg rows: the backend's own counters per decoded token (Model::device_tier_traffic).
   double bpt_dev_resident = 0, bpt_dev_staged = 0, bpt_dev_host = 0, bpt_dev_h2d = 0;
+  LinkRow links;  // tg rows: per rank / GPU bytes by tier, link timing, cache (bench_links.h)
   /// Fraction of the roofline the run reached: roofline time / measured time per token.
   double frac() const { return roofline_s * ts.mean; }
 };
@@ -433,6 +442,8 @@ int run_bench() {
         row.bpt_dev_staged = tiers.staged;
         row.bpt_dev_host = tiers.host;
         row.bpt_dev_h2d = tiers.h2d_staged;
+        row.links = link_row(*t, row.test, row.ts.mean, row.bpt - row.bpt_experts, m->backend_name() == "CUDA",
+                             row.bpt_nvme);
         // Roofline: every weight byte the cores multiplied at the probed read bandwidth, plus the
         // staged copies at the probed memcpy bandwidth (a CPU build's "H2D"). NVMe reads are not
         // charged (bench does not probe the drive; `plan --probe` does).
@@ -449,6 +460,7 @@ int run_bench() {
   for (const std::string& g : m->gpu_names()) gpus += (gpus.empty() ? "" : "; ") + g;
   if (gpus.empty()) gpus = "none";
   const std::string acts = activations_name(m->options().activations);
+  const PlanPrediction plan = plan_prediction(m->expert_plan());
   json meta{{"model", args.model.model},
             {"quant_mix", facts->quant_mix},
             {"model_size", m->weight_bytes()},
@@ -496,6 +508,8 @@ int run_bench() {
         j["bytes_per_token_h2d_staged"] = r.bpt_dev_h2d;
         j["weights_GBps"] = r.bpt * r.ts.mean * 1e-9;
         j["frac_mem_bw"] = r.frac();
+        const json links = links_json(r.links, plan);  // a named value: items() refers to it
+        for (const auto& [k, v] : links.items()) j[k] = v;
       }
       res.push_back(j);
     }
@@ -506,9 +520,11 @@ int run_bench() {
     std::printf("model,size,params,backend,threads,activations,n_prompt,n_gen,test,avg_ts,stddev_ts,ttft_ms_avg,"
                 "ttft_ms_stddev,bytes_per_token,bytes_per_token_experts,bytes_per_token_staged,bytes_per_token_nvme,"
                 "bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,"
-                "placement,build,cpu_info,gpu_info,date,host_read_GBps\n");
+                "placement,build,cpu_info,gpu_info,date,host_read_GBps");
+    for (const auto& [k, v] : links_csv(nullptr, plan)) std::printf(",%s", k.c_str());
+    std::printf("\n");
     for (const Row& r : rows) {
-      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f\n",
+      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f",
                   csv_quote(args.model.model).c_str(), (unsigned long long)m->weight_bytes(),
                   (unsigned long long)facts->params, backend.c_str(), threads, acts.c_str(), r.n_prompt, r.n_gen,
                   csv_quote(r.test).c_str(), r.ts.mean, r.ts.sd, r.decode ? "" : fmtd("%.4f", r.ttft_ms.mean).c_str(),
@@ -519,6 +535,9 @@ int run_bench() {
                   r.decode ? fmtd("%.5f", r.frac()).c_str() : "", csv_quote(facts->quant_mix).c_str(),
                   csv_quote(placement).c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
                   csv_quote(gpus).c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
+      // The link columns (bench_links.h): per-link timing, cache, per-rank bytes, the plan's prediction.
+      for (const auto& [k, v] : links_csv(r.decode ? &r.links : nullptr, plan)) std::printf(",%s", v.c_str());
+      std::printf("\n");
     }
     return 0;
   }
@@ -563,6 +582,19 @@ int run_bench() {
                   r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host,
                   // NVMe reads are the expert store's (they feed the staged/host bytes above, not added to B/tok).
                   r.bpt_nvme > 0 ? fmtd("; of which read from NVMe %.4g (expert store)", r.bpt_nvme).c_str() : "");
+  // Per link (rank / GPU): bytes by tier, copy timing and overlap, cache, and the plan's prediction.
+  std::vector<LinkRow> links;
+  for (const Row& r : rows)
+    if (r.decode) links.push_back(r.links);
+  if (!links.empty()) {
+    std::printf("\n- links: per rank / GPU, decode B/tok by tier (backend counters), copy ms/tok on the copy stream, "
+                "stall = compute stream waiting for copies, overlap = 1 - (stall + host wait) / copy time (n/a: not "
+                "timed); %s\n\n",
+                plan.present ? "plan rows = the plan's prediction (routed experts only; resident and host include "
+                               "the dense weights in the measured rows)"
+                             : "no plan in use (no prediction)");
+    std::printf("%s", links_markdown(links, plan).c_str());
+  }
   return 0;
 }
 

@@ -615,6 +615,14 @@ class CudaDevice final : public dev::Device {
     b.staged = staged_read_.load(std::memory_order_relaxed);
     return b;
   }
+  /// The copy engines' timing: the engines replaced by ensure_stager plus the current one (polled:
+  /// copies still in flight are counted by a later call).
+  dev::LinkTiming link_timing() const override {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    dev::LinkTiming t = retired_link_;
+    if (copier_) t += copier_->timing();
+    return t;
+  }
 
  private:
   static Tensor tensor_of(CudaBuffer* b, const dev::WeightMatrix& w) {
@@ -706,7 +714,10 @@ class CudaDevice final : public dev::Device {
     if (copier_ && bytes <= slot_bytes_) return;
     constexpr uint64_t kAlign = 64 * 1024;
     const uint64_t want = (std::max<uint64_t>({bytes, slot_bytes_, 1}) + kAlign - 1) / kAlign * kAlign;
-    if (copier_) DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    if (copier_) {
+      DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+      retired_link_ += copier_->timing();  // link_timing() keeps counting across the replacement
+    }
     bounce_ = staging::BounceRing{};
     slot_views_.clear();
     copier_.reset();  // waits for its copies, frees its slots and pinned buffers
@@ -810,6 +821,7 @@ class CudaDevice final : public dev::Device {
   int next_slot_ = 0;
   uint64_t slot_bytes_ = 0;
   dev::WeightTierBytes tier_;
+  dev::LinkTiming retired_link_;  // timing of the copy engines ensure_stager replaced
   std::atomic<uint64_t> weight_bytes_{0}, resident_read_{0}, staged_read_{0};
   std::mutex moe_mu_;
   std::vector<int32_t> host_ids_, host_pairs_;

@@ -4,14 +4,23 @@
 // Slots: one cudaMalloc per layer. Copies: cudaMemcpyAsync host->device on one dedicated stream
 // created with cudaStreamNonBlocking (so it never serialises with the legacy default stream),
 // from pinned memory only (checked with cudaPointerGetAttributes; pageable data goes through a
-// BounceRing). After each copy one event (cudaEventDisableTiming) is recorded; the ticket maps to
-// that event. Events are recycled once they are seen complete; since the stream completes copies
+// BounceRing). Around each copy two timing events are recorded (start, end); the ticket maps to
+// the end event. Events are recycled once they are seen complete; since the stream completes copies
 // in order, a completed ticket implies every earlier one completed, which lets ready() answer
 // from one counter for old tickets. Consumers call stream_wait(t, compute_stream), which issues
 // cudaStreamWaitEvent: the host never blocks on the copy. The reverse hazard (a copy overwriting
 // a slot that a consumer stream still reads) is ordered by consumer_done(): an event recorded on
 // the consumer stream that the next copy into that slot waits for on the copy stream.
+// Timing (timing(), kernels/link_timing.h): a retired copy adds cudaEventElapsedTime(start, end)
+// to copy_s; a stream_wait on an incomplete copy also records an event C on the consumer before
+// the wait and, once both have completed, adds max(0, end - C) to stall_s (the end event is kept
+// out of the recycling pool until then); wait() adds its host seconds to host_wait_s.
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
 
 #include <deque>
 #include <string>
@@ -46,7 +55,12 @@ class CudaCopyEngine final : public CopyEngine {
     // Best effort: finish in-flight copies before freeing their buffers; errors are dropped.
     if (cudaSetDevice(device_) != cudaSuccess) { cudaGetLastError(); return; }
     if (stream_) cudaStreamSynchronize(stream_);
-    for (auto& f : inflight_) cudaEventDestroy(f.ev);
+    for (auto& f : inflight_) {
+      cudaEventDestroy(f.ev);
+      cudaEventDestroy(f.start);
+    }
+    for (const StallPair& p : stalls_) cudaEventDestroy(p.c);
+    for (cudaEvent_t e : retired_held_) cudaEventDestroy(e);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (cudaEvent_t e : consumer_ev_)
       if (e) cudaEventDestroy(e);
@@ -116,24 +130,26 @@ class CudaCopyEngine final : public CopyEngine {
       DS4_STAGING_CUDA(cudaStreamWaitEvent(stream_, consumer_ev_[ci], 0));
       consumer_pending_[ci] = 0;
     }
-    cudaEvent_t ev = nullptr;
-    if (!free_events_.empty()) {
-      ev = free_events_.back();
-      free_events_.pop_back();
-    } else {
-      DS4_STAGING_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    DS4_TRY(cudaEvent_t start, take_event());
+    const Result<cudaEvent_t> end = take_event();
+    if (!end) {
+      free_events_.push_back(start);
+      return end.error();
     }
-    const cudaError_t e1 = cudaMemcpyAsync(slot(layer, s), src, bytes, cudaMemcpyHostToDevice, stream_);
-    if (e1 != cudaSuccess) {
-      free_events_.push_back(ev);
-      return cuda_error(device_, __FILE__, __LINE__, "cudaMemcpyAsync(slot, src, bytes, H2D, copy_stream)", e1);
-    }
-    const cudaError_t e2 = cudaEventRecord(ev, stream_);
+    cudaEvent_t ev = *end;
+    const cudaError_t e0 = cudaEventRecord(start, stream_);
+    const cudaError_t e1 =
+        e0 != cudaSuccess ? e0 : cudaMemcpyAsync(slot(layer, s), src, bytes, cudaMemcpyHostToDevice, stream_);
+    const cudaError_t e2 = e1 != cudaSuccess ? e1 : cudaEventRecord(ev, stream_);
     if (e2 != cudaSuccess) {
       free_events_.push_back(ev);
-      return cuda_error(device_, __FILE__, __LINE__, "cudaEventRecord(ev, copy_stream)", e2);
+      free_events_.push_back(start);
+      return cuda_error(device_, __FILE__, __LINE__,
+                        "cudaEventRecord(start) / cudaMemcpyAsync(slot, src, bytes, H2D, copy_stream) / "
+                        "cudaEventRecord(end)",
+                        e2);
     }
-    inflight_.push_back({++last_, ev});
+    inflight_.push_back({++last_, ev, start, bytes});
     return CopyTicket{last_};
   }
 
@@ -158,10 +174,12 @@ class CudaCopyEngine final : public CopyEngine {
     if (t.id <= done_) return ok();
     DS4_CHECK(t.id <= last_);
     DS4_STAGING_CUDA(cudaSetDevice(device_));
+    const auto t0 = std::chrono::steady_clock::now();
     while (!inflight_.empty() && inflight_.front().id <= t.id) {
       DS4_STAGING_CUDA(cudaEventSynchronize(inflight_.front().ev));
       retire_front();
     }
+    timing_.host_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return ok();
   }
 
@@ -169,7 +187,17 @@ class CudaCopyEngine final : public CopyEngine {
     if (ready(t)) return ok();
     cudaEvent_t ev = find(t);
     DS4_CHECK(ev != nullptr);
+    DS4_STAGING_CUDA(cudaSetDevice(device_));
+    // The stall probe: C on the consumer before the wait; (C, ev) resolved by harvest_stalls().
+    DS4_TRY(cudaEvent_t c, take_event());
+    if (const cudaError_t e = cudaEventRecord(c, static_cast<cudaStream_t>(consumer)); e != cudaSuccess) {
+      free_events_.push_back(c);
+      return cuda_error(device_, __FILE__, __LINE__, "cudaEventRecord(stall probe, consumer)", e);
+    }
+    stalls_.push_back({c, ev});
+    ++held_[ev];
     DS4_STAGING_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer), ev, 0));
+    if (stalls_.size() > 64) harvest_stalls();
     return ok();
   }
 
@@ -200,15 +228,91 @@ class CudaCopyEngine final : public CopyEngine {
     return ok();
   }
 
+  dev::LinkTiming timing() override {
+    if (cudaSetDevice(device_) != cudaSuccess) {
+      cudaGetLastError();
+      return timing_;
+    }
+    while (!inflight_.empty()) {  // retire what has completed (polling, never blocking)
+      const cudaError_t e = cudaEventQuery(inflight_.front().ev);
+      if (e != cudaSuccess) {
+        if (e != cudaErrorNotReady) cudaGetLastError();
+        break;
+      }
+      retire_front();
+    }
+    harvest_stalls();
+    return timing_;
+  }
+
  private:
   struct InFlight {
     uint64_t id;
-    cudaEvent_t ev;
+    cudaEvent_t ev;     // recorded after the copy (the ticket's event)
+    cudaEvent_t start;  // recorded before it
+    uint64_t bytes;
   };
+  /// A stall probe: `c` on the consumer before its wait for copy-end event `end`.
+  struct StallPair {
+    cudaEvent_t c, end;
+  };
+  /// An event (timing enabled) from the pool, or a new one.
+  Result<cudaEvent_t> take_event() {
+    cudaEvent_t ev = nullptr;
+    if (!free_events_.empty()) {
+      ev = free_events_.back();
+      free_events_.pop_back();
+      return ev;
+    }
+    DS4_STAGING_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDefault));
+    return ev;
+  }
+  /// Adds the front copy's time to timing_, recycles its events (the end event only once no stall
+  /// probe refers to it) and marks it done.
   void retire_front() {
-    done_ = inflight_.front().id;
-    free_events_.push_back(inflight_.front().ev);
+    const InFlight f = inflight_.front();
     inflight_.pop_front();
+    done_ = f.id;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, f.start, f.ev) == cudaSuccess)
+      timing_.copy_s += double(ms) * 1e-3;
+    else
+      cudaGetLastError();
+    timing_.measured = true;
+    ++timing_.copies;
+    timing_.bytes += f.bytes;
+    free_events_.push_back(f.start);
+    if (held_.count(f.ev))
+      retired_held_.insert(f.ev);
+    else
+      free_events_.push_back(f.ev);
+  }
+  /// Resolves the stall probes whose two events have completed: stall_s += max(0, end - c).
+  void harvest_stalls() {
+    size_t keep = 0;
+    for (size_t i = 0; i < stalls_.size(); ++i) {
+      const StallPair p = stalls_[i];
+      const cudaError_t qc = cudaEventQuery(p.c);
+      const cudaError_t qe = qc == cudaSuccess ? cudaEventQuery(p.end) : cudaSuccess;
+      if (qc != cudaSuccess || qe != cudaSuccess) {
+        if ((qc != cudaSuccess && qc != cudaErrorNotReady) || (qe != cudaSuccess && qe != cudaErrorNotReady))
+          cudaGetLastError();  // a failed probe stays pending; errors are reported by the copies' own waits
+        stalls_[keep++] = p;
+        continue;
+      }
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, p.c, p.end) == cudaSuccess)
+        timing_.stall_s += std::max(0.0, double(ms) * 1e-3);
+      else
+        cudaGetLastError();
+      ++timing_.stream_waits;
+      free_events_.push_back(p.c);
+      if (--held_[p.end] == 0) {
+        held_.erase(p.end);
+        if (retired_held_.erase(p.end)) free_events_.push_back(p.end);
+      }
+    }
+    stalls_.resize(keep);
   }
   cudaEvent_t find(CopyTicket t) const {
     for (const InFlight& f : inflight_)
@@ -225,6 +329,10 @@ class CudaCopyEngine final : public CopyEngine {
   std::vector<cudaEvent_t> free_events_;
   std::vector<cudaEvent_t> consumer_ev_;    // [layer * slots + slot], created on first use
   std::vector<char> consumer_pending_;      // [layer * slots + slot] recorded, not yet waited on
+  std::vector<StallPair> stalls_;           // stall probes not yet resolved
+  std::map<cudaEvent_t, int> held_;         // end events referred to by stall probes (count)
+  std::set<cudaEvent_t> retired_held_;      // of which already retired (recycled when released)
+  dev::LinkTiming timing_;
   uint64_t last_ = 0, done_ = 0;
 };
 

@@ -93,6 +93,40 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
   EXPECT_EQ(m.at("backend"), "CPU");
   EXPECT_EQ(m.at("gpu_info"), "none");
   EXPECT_EQ(m.at("placement").get<std::string>().rfind("all CPU", 0), 0u) << m.dump();
+  // Per link (bench_links.h): one CPU rank, whose tiers are the row's; the CPU backend times no
+  // copies (overlap null = "n/a"), and no plan is in use.
+  ASSERT_EQ(tg.at("ranks").size(), 1u) << tg.dump();
+  const json& r0 = tg["ranks"][0];
+  EXPECT_EQ(r0.at("bytes_per_token_device_host").get<double>(), tg.at("bytes_per_token_device_host").get<double>());
+  EXPECT_EQ(r0.at("bytes_per_token_device_host").get<double>(), tg.at("bytes_per_token").get<double>());
+  EXPECT_FALSE(r0.at("link_timed").get<bool>());
+  EXPECT_TRUE(r0.at("overlap").is_null());
+  EXPECT_TRUE(tg.at("overlap").is_null());
+  EXPECT_TRUE(tg.at("plan").is_null());
+  EXPECT_EQ(tg.at("cache_hits"), 0);
+  // Routed experts read in host memory = the engine's routed-expert bytes (dense subtracted).
+  EXPECT_DOUBLE_EQ(tg.at("bytes_per_token_experts_host").get<double>(), tg.at("bytes_per_token_experts").get<double>());
+}
+
+// --tp 2 on the CPU backend: one entry per rank, and the ranks' bytes sum to the row's totals.
+TEST(BenchCli, JsonRanksSumToTheTotals) {
+  REQUIRE_FIXTURE();
+  const Out o = run("bench -m '" + fixture().string() + "' -p 16 -n 4 -r 1 -t 2 --tp 2 --probe-mib 16 -o json");
+  ASSERT_EQ(o.code, 0) << o.text;
+  const json j = json::parse(o.text);
+  const json& tg = j.at("results").at(1);
+  ASSERT_EQ(tg.at("ranks").size(), 2u) << tg.dump();
+  double host = 0, resident = 0, staged = 0;
+  for (const json& r : tg["ranks"]) {
+    EXPECT_GT(r.at("bytes_per_token_device_host").get<double>(), 0.0) << r.dump();
+    host += r.at("bytes_per_token_device_host").get<double>();
+    resident += r.at("bytes_per_token_device_resident").get<double>();
+    staged += r.at("bytes_per_token_device_staged").get<double>();
+    EXPECT_TRUE(r.at("overlap").is_null());
+  }
+  EXPECT_DOUBLE_EQ(host, tg.at("bytes_per_token_device_host").get<double>());
+  EXPECT_EQ(resident, 0.0);
+  EXPECT_EQ(staged, 0.0);
 }
 
 TEST(BenchCli, CsvRowsMatchTheHeader) {
@@ -113,15 +147,30 @@ TEST(BenchCli, MarkdownTableRowsMatchTheHeader) {
   REQUIRE_FIXTURE();
   const Out o = run(bench_args("md"));
   ASSERT_EQ(o.code, 0) << o.text;
-  std::vector<std::string> table;
-  for (const auto& l : lines(o.text))
-    if (l[0] == '|') table.push_back(l);
+  // The first table (the links table follows after a blank line and a note).
+  std::vector<std::string> table, links;
+  bool first = true;
+  {
+    std::stringstream ss(o.text);
+    std::string l;
+    while (std::getline(ss, l)) {
+      if (!l.empty() && l[0] == '|') (first ? table : links).push_back(l);
+      else if (!table.empty()) first = false;
+    }
+  }
   ASSERT_EQ(table.size(), 4u) << o.text;  // header, separator, pp16, tg4 @ d16
   auto pipes = [](const std::string& l) { return std::count(l.begin(), l.end(), '|'); };
   EXPECT_NE(table[0].find("| t/s |"), std::string::npos) << table[0];
   for (const auto& l : table) EXPECT_EQ(pipes(l), pipes(table[0])) << l;
   EXPECT_NE(table[2].find("| pp16 |"), std::string::npos) << table[2];
   EXPECT_NE(table[3].find("| tg4 @ d16 |"), std::string::npos) << table[3];
+  // The links table: header, separator, rank 0, all; timing "n/a" on the CPU backend.
+  ASSERT_EQ(links.size(), 4u) << o.text;
+  EXPECT_NE(links[0].find("| overlap |"), std::string::npos) << links[0];
+  for (const auto& l : links) EXPECT_EQ(pipes(l), pipes(links[0])) << l;
+  EXPECT_EQ(links[2].rfind("| tg4 @ d16 | rank 0 |", 0), 0u) << links[2];
+  EXPECT_EQ(links[3].rfind("| tg4 @ d16 | all |", 0), 0u) << links[3];
+  EXPECT_NE(links[3].find("| n/a |"), std::string::npos) << links[3];
 }
 
 TEST(BenchCli, BadFlagValuesGiveOneClearError) {
@@ -175,6 +224,25 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   EXPECT_GT(tg.at("bytes_per_token_staged").get<double>(), 0.0) << tg.dump();
   EXPECT_GT(tg.at("bytes_per_token_nvme").get<double>(), 0.0) << tg.dump();
   EXPECT_LE(tg.at("bytes_per_token_staged").get<double>(), tg.at("bytes_per_token_experts").get<double>());
+  // The plan's prediction beside the measurement, as the plan file gives it (read here directly).
+  {
+    std::ifstream pf(dir / "plan.json");
+    const json plan = json::parse(pf);
+    const json& pr = plan.at("prediction");
+    const json& bp = tg.at("plan");
+    ASSERT_TRUE(bp.is_object()) << tg.dump();
+    double link = 0, vram = 0, cpu = 0;
+    for (const json& x : pr.at("link_bytes_per_token")) link += x.get<double>();
+    for (const json& x : pr.at("vram_bytes_per_token")) vram += x.get<double>();
+    for (const json& x : pr.at("cpu_bytes_per_token")) cpu += x.get<double>();
+    EXPECT_DOUBLE_EQ(bp.at("link_bytes_per_token_total").get<double>(), link);
+    EXPECT_DOUBLE_EQ(bp.at("vram_bytes_per_token_total").get<double>(), vram);
+    EXPECT_DOUBLE_EQ(bp.at("cpu_bytes_per_token").get<double>(), cpu);
+    EXPECT_DOUBLE_EQ(bp.at("nvme_bytes_per_token").get<double>(), pr.at("nvme_bytes_per_token").get<double>());
+    EXPECT_GT(pr.at("decode_tok_s").get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(bp.at("decode_tok_s").get<double>(), pr.at("decode_tok_s").get<double>());
+    EXPECT_EQ(bp.at("link_bytes_per_token").size(), pr.at("link_bytes_per_token").size());
+  }
   // The Markdown tiers line names the NVMe reads too (they were only in the table's column).
   o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o md");
   ASSERT_EQ(o.code, 0) << o.text;
@@ -182,6 +250,16 @@ TEST(BenchCli, PlanSplitsDecodeTrafficByPath) {
   ASSERT_NE(at, std::string::npos) << o.text;
   const std::string tiers = o.text.substr(at, o.text.find('\n', at) - at);
   EXPECT_NE(tiers.find("read from NVMe "), std::string::npos) << tiers;
+  EXPECT_NE(o.text.find("| tg8 @ d16 | plan all |"), std::string::npos) << o.text;
+  // CSV: the plan columns are filled on the decode row.
+  o = run("bench -m " + d + "tiny.gguf' --plan " + d + "plan.json' -p 16 -n 8 -r 1 -t 2 --probe-mib 16 -o csv");
+  ASSERT_EQ(o.code, 0) << o.text;
+  const auto ls = lines(o.text);
+  ASSERT_EQ(ls.size(), 3u) << o.text;
+  EXPECT_NE(ls[0].find(",plan_link_bytes_per_token,"), std::string::npos) << ls[0];
+  EXPECT_NE(ls[0].find(",overlap,"), std::string::npos) << ls[0];
+  EXPECT_EQ(csv_fields(ls[2]), csv_fields(ls[0])) << ls[2];
+  EXPECT_NE(ls[2].find(",n/a,"), std::string::npos) << ls[2];  // overlap on the CPU backend
 }
 
 TEST(BenchCli, ProbeOutputPathCheckedBeforeProbing) {

@@ -42,16 +42,21 @@ inline char tier_of(int l, int e) { return "VHP"[(l + e) % 3]; }
 
 /// Writes a plan for `ranks` GPUs (one host node) with tier_of's tiers, owner(l, e) as each
 /// expert's rank, whole-expert staging, into test::scratch_dir(`scratch`)/plan.json; returns the
-/// path. The prediction fields are zeros (the tests compute the bookkeeping themselves).
+/// path. The prediction fields are zeros (the tests compute the bookkeeping themselves), or, when
+/// `prediction` is given, its vram / link per rank, cpu total and nvme bytes per token and
+/// `decode_tok_s` (what bench prints beside its measurement).
 inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& expert_bytes, int ranks,
-                              const std::function<int(int, int)>& owner, const std::string& scratch) {
+                              const std::function<int(int, int)>& owner, const std::string& scratch,
+                              const std::vector<double>* vram = nullptr, const std::vector<double>* link = nullptr,
+                              double cpu = 0, double nvme = 0, double decode_tok_s = 0) {
   using nlohmann::json;
   const std::vector<double> zeros(size_t(ranks), 0.0);
   json j{{"format", "ds4-placement-plan"}, {"version", 1}, {"policy", "test"}, {"ranks", ranks},
          {"model", {{"n_layers", c.n_layer}, {"n_experts", c.n_expert}, {"top_k", c.n_expert_used}}},
          {"nodes", json::array({json{{"id", 0}}})},
-         {"prediction", json{{"vram_bytes_per_token", zeros}, {"link_bytes_per_token", zeros},
-                             {"cpu_bytes_per_token", json::array({0})}, {"nvme_bytes_per_token", 0}}}};
+         {"prediction", json{{"vram_bytes_per_token", vram ? *vram : zeros}, {"link_bytes_per_token", link ? *link : zeros},
+                             {"cpu_bytes_per_token", json::array({cpu})}, {"nvme_bytes_per_token", nvme}}}};
+  if (decode_tok_s > 0) j["prediction"]["decode_tok_s"] = decode_tok_s;
   j["layers"] = json::array();
   for (int l = 0; l < c.n_layer; ++l) {
     std::string tiers;

@@ -41,6 +41,9 @@ struct GenRun {
   double seconds = 0;
   int n_prompt = 0;                      // prompt tokens (one step)
   std::vector<std::vector<bool>> staged;  // [layer][expert] staged by the plan the model loaded by
+  placement::TierBytes predicted;         // that plan's prediction (bytes per decode token)
+  double predicted_tok_s = 0;
+  int top_k = 0;
 };
 
 int32_t argmax(const std::vector<float>& v) {
@@ -72,11 +75,15 @@ GenRun generate(const std::string& backend, const std::string& tier, Activations
     EXPECT_TRUE(s.eval(std::span<const int32_t>(&t, 1), nullptr, &last).ok());
   }
   s.set_trace(nullptr);
-  if (const placement::PlanFile* pf = (*m)->expert_plan())
+  if (const placement::PlanFile* pf = (*m)->expert_plan()) {
     for (const auto& layer : pf->plan.experts) {
       r.staged.emplace_back();
       for (const auto& e : layer) r.staged.back().push_back(e.tier != placement::Tier::Vram);
     }
+    r.predicted = pf->predicted;
+    r.predicted_tok_s = pf->predicted_tok_s;
+  }
+  r.top_k = (*m)->config().n_expert_used;
   r.tiers = (*m)->device(0).weight_tier_bytes();
   // The same counters as bench reads them (Model::device_tier_traffic, summed over ranks).
   const DeviceTierTraffic dt = (*m)->device_tier_traffic();
@@ -219,6 +226,25 @@ TEST(CudaEmuEngine, PlanMadeAtLoadForASmallCard) {
   EXPECT_EQ(r.routed, staged + resident);
   EXPECT_EQ(r.tiers.device_resident + r.tiers.staged, r.total);
   EXPECT_EQ(r.tiers.device_resident, r.total - staged);
+  // The plan made at load carries its cost-model prediction (what bench prints beside the
+  // measurement), for the plan as loaded: under its uniform routing prior, top_k x
+  // (staged share of the layer) x expert bytes per layer on the link, the rest resident (the
+  // expectation, exact: the sampled routings drive only the times).
+  EXPECT_GT(r.predicted_tok_s, 0.0);
+  ASSERT_EQ(r.predicted.link.size(), 1u);
+  ASSERT_EQ(r.predicted.vram.size(), 1u);
+  double want_link = 0, want_vram = 0;
+  for (size_t l = 0; l < r.staged.size(); ++l) {
+    const double ns = double(std::count(r.staged[l].begin(), r.staged[l].end(), true));
+    const double E = double(r.staged[l].size());
+    want_link += r.top_k * ns / E * double(r.expert_bytes[l]);
+    want_vram += r.top_k * (E - ns) / E * double(r.expert_bytes[l]);
+  }
+  EXPECT_NEAR(r.predicted.link[0], want_link, 1e-6 * want_link) << "predicted link bytes/token";
+  EXPECT_NEAR(r.predicted.vram[0], want_vram, 1e-6 * want_vram) << "predicted resident bytes/token";
+  EXPECT_EQ(r.predicted.nvme, 0.0);
+  std::printf("  plan at load predicts %.1f tok/s, link %.0f B/tok (uniform expectation %.0f), vram %.0f (%.0f)\n",
+              r.predicted_tok_s, r.predicted.link[0], want_link, r.predicted.vram[0], want_vram);
   std::printf("  plan at load: %d resident, %d staged experts; %.1f s; staged bytes/token %.0f, resident routed %.0f\n",
               n_resident, n_staged, r.seconds, staged * (1.0 / (kPrompt + kTokens)),
               resident * (1.0 / (kPrompt + kTokens)));

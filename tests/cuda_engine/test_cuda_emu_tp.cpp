@@ -118,6 +118,7 @@ struct GenRun {
   ForwardTrace trace;
   std::vector<dev::WeightTierBytes> rank_tiers;  // [rank] decode-step differences
   DeviceTierTraffic tiers;                       // decode-step differences, summed over ranks
+  std::vector<RankDeviceCounters> ranks;         // [rank] Model::rank_device_counters differences
   WeightTraffic traffic;                         // decode-step differences
   ModelConfig config;
   bool has_plan = false;  // the model carried a plan file
@@ -154,6 +155,7 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
     std::vector<dev::WeightTierBytes> t0r;
     for (int k = 0; k < tp; ++k) t0r.push_back((*m)->device(k).weight_tier_bytes());
     const DeviceTierTraffic d0 = (*m)->device_tier_traffic();
+    const std::vector<RankDeviceCounters> k0 = (*m)->rank_device_counters();
     const WeightTraffic w0 = s.weight_traffic();
     for (int i = 0; i < kGen; ++i) {
       r.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
@@ -167,6 +169,15 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
                               b.h2d_persistent - a.h2d_persistent, b.h2d_staged - a.h2d_staged});
     }
     const DeviceTierTraffic d1 = (*m)->device_tier_traffic();
+    const std::vector<RankDeviceCounters> k1 = (*m)->rank_device_counters();
+    EXPECT_EQ(k0.size(), size_t(tp));
+    EXPECT_EQ(k1.size(), size_t(tp));
+    for (size_t k = 0; k < k1.size() && k < k0.size(); ++k) {
+      const DeviceTierTraffic &a = k0[k].tiers, &b = k1[k].tiers;
+      r.ranks.push_back({{b.device_resident - a.device_resident, b.staged - a.staged, b.host - a.host,
+                          b.h2d_staged - a.h2d_staged},
+                         k1[k].link.since(k0[k].link)});
+    }
     r.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
                d1.h2d_staged - d0.h2d_staged};
     const WeightTraffic w1 = s.weight_traffic();
@@ -261,6 +272,30 @@ GenRun check_staged(int tp) {
     EXPECT_EQ(double(r.rank_tiers[size_t(k)].staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
     EXPECT_EQ(double(r.rank_tiers[size_t(k)].h2d_staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
   }
+  // Model::rank_device_counters (what bench prints per GPU): the devices' tiers, summing to the
+  // model's totals; each rank's copy engine moved (and timed) exactly its staged experts' bytes.
+  EXPECT_EQ(r.ranks.size(), size_t(tp));
+  if (r.ranks.size() != size_t(tp)) return r;
+  DeviceTierTraffic sum;
+  for (int k = 0; k < tp; ++k) {
+    const RankDeviceCounters& q = r.ranks[size_t(k)];
+    EXPECT_EQ(q.tiers.staged, r.rank_tiers[size_t(k)].staged) << "rank " << k;
+    EXPECT_EQ(q.tiers.device_resident, r.rank_tiers[size_t(k)].device_resident) << "rank " << k;
+    sum.device_resident += q.tiers.device_resident;
+    sum.staged += q.tiers.staged;
+    sum.h2d_staged += q.tiers.h2d_staged;
+    EXPECT_TRUE(q.link.measured) << "rank " << k;
+    EXPECT_EQ(double(q.link.bytes), b.link[size_t(k)]) << "tp " << tp << " rank " << k << ": copy-engine bytes";
+    if (b.link[size_t(k)] > 0) {
+      EXPECT_GT(q.link.copies, 0u) << "rank " << k;
+      EXPECT_TRUE(q.link.has_overlap()) << "rank " << k;
+      EXPECT_GE(q.link.overlap(), 0.0);
+      EXPECT_LE(q.link.overlap(), 1.0);
+    }
+  }
+  EXPECT_EQ(sum.device_resident, r.tiers.device_resident);
+  EXPECT_EQ(sum.staged, r.tiers.staged);
+  EXPECT_EQ(sum.h2d_staged, r.tiers.h2d_staged);
   std::printf("  tp %d staged: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp, r.seconds,
               double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
   return r;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -105,6 +106,45 @@ TEST(CudaCopyEngineGpu, TicketsCompleteInOrderAndPageableSourcesAreRejected) {
   auto bad = e->submit(0, 0, pageable.data(), pageable.size());
   EXPECT_FALSE(bad.ok());
   EXPECT_FALSE(e->submit(0, 4, *src, 64).ok());  // slot out of range
+}
+
+// timing() (kernels/link_timing.h): every completed copy counted with its bytes and a positive
+// device time; a consumer-stream wait on a copy in flight resolves into one stall probe; a host
+// wait on a 64 MiB copy takes host time; the overlap is defined and in [0, 1]. The copy of 64 MiB
+// takes milliseconds on any PCIe link, so the first stream_wait finds it in flight.
+TEST(CudaCopyEngineGpu, TimingCountsCopiesStallsAndHostWaits) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  auto e = cuda_engine();
+  const uint64_t bytes = uint64_t(64) << 20;
+  ASSERT_TRUE(e->allocate_slots(1, 2, bytes).ok());
+  auto src = e->alloc_staging(bytes);
+  ASSERT_TRUE(src.ok()) << src.error().message;
+  std::memset(*src, 0x5a, bytes);
+  const dev::LinkTiming t0 = e->timing();
+  EXPECT_EQ(t0.copies, 0u);
+  StreamConsumer consumer;
+  auto a = e->submit(0, 0, *src, bytes);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(e->stream_wait(*a, consumer.s).ok());
+  ASSERT_EQ(cudaStreamSynchronize(consumer.s), cudaSuccess);
+  auto b = e->submit(0, 1, *src, bytes);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  ASSERT_TRUE(e->wait(*b).ok());
+  const dev::LinkTiming t = e->timing();
+  EXPECT_TRUE(t.measured);
+  EXPECT_EQ(t.copies, 2u);
+  EXPECT_EQ(t.bytes, 2 * bytes);
+  EXPECT_GT(t.copy_s, 0.0);
+  EXPECT_LT(t.copy_s, 10.0);
+  EXPECT_EQ(t.stream_waits, 1u) << "the first copy was waited on by the consumer while in flight";
+  EXPECT_GE(t.stall_s, 0.0);
+  EXPECT_GT(t.host_wait_s, 0.0);
+  ASSERT_TRUE(t.has_overlap());
+  EXPECT_GE(t.overlap(), 0.0);
+  EXPECT_LE(t.overlap(), 1.0);
+  std::printf("  2 x 64 MiB: copy %.3f ms (%.2f GB/s), stall %.3f ms, host wait %.3f ms, overlap %.3f\n",
+              t.copy_s * 1e3, 2.0 * double(bytes) / t.copy_s * 1e-9, t.stall_s * 1e3, t.host_wait_s * 1e3,
+              t.overlap());
 }
 
 TEST(CudaCopyEngineGpu, ConsumerDoneOrdersTheNextCopyAfterTheReader) {
