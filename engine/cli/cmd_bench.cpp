@@ -227,7 +227,7 @@ struct Row {
   double roofline_s = 0;   // tg rows: seconds per token the probed bandwidths allow
   // tg rows: the backend's own counters per decoded token (Model::device_tier_traffic).
   double bpt_dev_resident = 0, bpt_dev_staged = 0, bpt_dev_host = 0, bpt_dev_h2d = 0;
-  LinkRow links;  // tg rows: per rank / GPU bytes by tier, link timing, cache (bench_links.h)
+  LinkRow links{};  // tg rows: per rank / GPU bytes by tier, link timing, cache (bench_links.h)
   /// Fraction of the roofline the run reached: roofline time / measured time per token.
   double frac() const { return roofline_s * ts.mean; }
 };
