@@ -136,7 +136,8 @@ class Forward {
   std::vector<int32_t> ids_host_;  // routed expert ids of the current layer (downloaded)
   // Per-eval host scratch kept between calls (no allocation in steady state).
   std::vector<Seg> segs_;
-  std::vector<int32_t> tok_host_, pos_host_, step_experts_;
+  std::vector<int32_t> tok_host_, pos_host_, step_experts_, block_experts_;
+  std::vector<dev::ExpertTensors> bound_experts_;  // moe: one batch of bound experts
   std::vector<float> logits_host_;
 };
 

@@ -32,7 +32,10 @@ class ExpertStore {
   virtual ~ExpertStore() = default;
   /// The weight matrix of expert `expert` of layer `layer` for projection `proj`. The pointer
   /// stays valid until the store is destroyed (for this in-memory store) — a caching store will
-  /// document its own lifetime rule. Error when the layer or expert is out of range.
+  /// document its own lifetime rule. WeightMatrix::source_persists is set exactly when the bytes
+  /// stay valid and unchanged until the store is destroyed (host slabs, the mmap): a device may
+  /// then copy them asynchronously at bind without waiting; false where a later call may reuse
+  /// them (cache slots, bypass and NVMe buffers). Error when the layer or expert is out of range.
   virtual Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) = 0;
   /// Number of routed experts per layer.
   virtual int expert_count() const = 0;

@@ -179,6 +179,9 @@ class MixedExpertStore final : public ExpertStore {
         break;
     }
     dev::WeightMatrix w = L_.matrix(slab, layer, proj, 0);
+    // Slabs live as long as the store (Resident, Cpu, and Host served directly); cache slots and
+    // the NvmeCpu scratch are reused by later calls.
+    w.source_persists = h == ExpertHome::Resident || h == ExpertHome::Cpu || (h == ExpertHome::Host && host_direct_);
     const uint64_t bytes = static_cast<uint64_t>(w.out) * w.row_bytes;
     if (h == ExpertHome::Resident) resident_reads_.add(bytes);
     if (h == ExpertHome::Host && host_direct_) host_to_device_.add(bytes);  // the device copies it at use
