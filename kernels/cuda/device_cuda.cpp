@@ -775,8 +775,8 @@ class CudaDevice final : public dev::Device {
     staged_stats_.max_ahead = std::max<uint64_t>(staged_stats_.max_ahead, static_cast<uint64_t>(unread_slots_ - own));
   }
 
-  /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring on
-  /// first use; a larger matrix than the slots hold waits for the compute stream (no reader of
+  /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring
+  /// (as many pinned buffers of the slot size) on first use; a larger matrix than the slots hold waits for the compute stream (no reader of
   /// the old slots is left) and makes them anew, larger.
   void ensure_stager(uint64_t bytes) {
     if (copier_ && bytes <= slot_bytes_) return;
@@ -790,7 +790,9 @@ class CudaDevice final : public dev::Device {
     copier_ = must(staging::make_cuda_copy_engine(opts_.ordinal), "staging: CUDA copy engine");
     const int n = std::max(4, opts_.staging_slots);
     must(copier_->allocate_slots(1, n, want), "staging: device slots");
-    bounce_ = must(staging::BounceRing::create(*copier_, kBounceBuffers, want), "staging: pinned bounce buffers");
+    // One bounce buffer per slot: a buffer is reused a whole ring later, when its previous copy
+    // (whose slot's readers came a ring before that) is normally done, so the host rarely waits.
+    bounce_ = must(staging::BounceRing::create(*copier_, n, want), "staging: pinned bounce buffers");
     for (int i = 0; i < n; ++i) slot_views_.push_back(std::make_unique<CudaBuffer>(copier_->slot(0, i), want, true));
     slot_used_.assign(static_cast<size_t>(n), false);
     slot_unread_.assign(static_cast<size_t>(n), false);
@@ -872,7 +874,6 @@ class CudaDevice final : public dev::Device {
     }
   }
 
-  static constexpr int kBounceBuffers = 3;  // one expert launch's 3 matrices in flight
 
   CudaDeviceOptions opts_;
   std::string name_;

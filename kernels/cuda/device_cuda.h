@@ -12,7 +12,7 @@
 // the CUDA engine: its own non-blocking copy stream, one event per copy): a pinned source is
 // copied directly, and the bind waits for that copy only when the source's owner may reuse it
 // after bind returns (WeightMatrix::source_persists false); a pageable one is first copied into a
-// pinned buffer of a staging::BounceRing. The compute stream waits for a copy's event
+// pinned buffer of a staging::BounceRing (one buffer per slot). The compute stream waits for a copy's event
 // (CopyEngine::stream_wait) only before the first op that reads the slot, so copies of binds made
 // ahead run behind the compute work queued in between (issue 20 item 2: the engine binds a step's
 // experts, then queues the shared expert, then the routed launches). A slot is refilled only
@@ -41,7 +41,9 @@ namespace ds4::cuda {
 struct CudaDeviceOptions {
   int ordinal = 0;                    ///< CUDA device ordinal
   int staging_slots = 24;             ///< device slots of the BindMode::Staged ring (at least 4; one
-                                      ///< expert launch binds 3); each holds the largest matrix staged
+                                      ///< expert binds 3; the engine binds a step's experts ahead of
+                                      ///< their launches while they fit); each holds the largest
+                                      ///< matrix staged, and as many pinned bounce buffers do
 };
 
 /// Number of CUDA devices visible (0 when the runtime reports none or fails).
