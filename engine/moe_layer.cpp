@@ -110,6 +110,17 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
       int staged_binds = 0;
       while (next < used.size()) {
         const int e = used[next];
+        if (size_t(l) < prefetched_.size()) {  // bound at the step's start (prefetch_hash_layers)
+          const Prefetched& pf = prefetched_[size_t(l)];
+          const auto it = std::find_if(pf.experts.begin(), pf.experts.end(),
+                                       [e](const dev::ExpertTensors& t) { return t.id == e; });
+          if (it != pf.experts.end()) {
+            bound.push_back(*it);
+            expert_weight_bytes_ += pf.bytes[size_t(it - pf.experts.begin())];
+            ++next;
+            continue;
+          }
+        }
         // Stable matrices are bound Persistent (device-resident experts); others Staged, copied
         // into the device's ring at every use (dev::BindMode) where bind copies.
         const bool stable = w_.experts->stable(l, e);
@@ -145,11 +156,57 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }
   w_.experts->end_step(l);
+  if (size_t(l) < prefetched_.size()) prefetched_[size_t(l)].experts.clear();  // read by now
   if (!failed.ok()) return failed;
   queue_shared();  // a step without routed experts of this rank
   dev_.add(s_, out, sy);
   ws_.release(mk);
   return ok();
+}
+
+void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
+  for (Prefetched& p : prefetched_) {
+    p.experts.clear();
+    p.bytes.clear();
+  }
+  const int H = std::min(c_.n_hash_layers, c_.n_layer);
+  const int64_t n = static_cast<int64_t>(tokens.size()), K = c_.n_expert_used, E = c_.n_expert;
+  constexpr int64_t kSlotFloats = int64_t{1} << 24;  // moe()'s token block
+  if (H == 0 || !dev_.owns_memory() || n > std::max<int64_t>(1, kSlotFloats / (K * c_.dim))) return;
+  prefetched_.resize(static_cast<size_t>(H));
+  int ring = -1, binds = 0;  // the staging ring's slots, staged binds made here
+  std::vector<int32_t> es;
+  for (int l = 0; l < H; ++l) {
+    const int32_t* table = w_.layers[size_t(l)].tid2eid;
+    if (!table) return;
+    es.clear();
+    for (int32_t t : tokens)
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t e = table[static_cast<int64_t>(t) * K + k];
+        if (e < 0 || e >= E) return;  // moe() reports the bad entry
+        if (shard_.owns_expert(l, e) && !w_.experts->stable(l, e)) es.push_back(e);
+      }
+    std::sort(es.begin(), es.end());
+    es.erase(std::unique(es.begin(), es.end()), es.end());
+    for (int32_t e : es)
+      if (!w_.experts->persists(l, e)) return;
+    if (es.empty()) continue;
+    if (ring < 0) ring = dev_.reserve_staged_binds(0);  // the slot count (slots grow at bind if needed)
+    if (ring > 0 && binds + 3 * static_cast<int>(es.size()) > ring) return;  // layers in order: a prefix
+    Prefetched& pf = prefetched_[size_t(l)];
+    dev_.set_bind_mode(dev::BindMode::Staged);
+    for (int32_t e : es) {
+      auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
+      auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
+      auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+      if (!wg.ok() || !wu.ok() || !wd.ok()) break;  // moe() gets it again and reports the error
+      pf.experts.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
+      pf.bytes.push_back(static_cast<uint64_t>(wg->out) * wg->row_bytes + static_cast<uint64_t>(wu->out) * wu->row_bytes +
+                         static_cast<uint64_t>(wd->out) * wd->row_bytes);
+      binds += 3;
+    }
+    dev_.set_bind_mode(dev::BindMode::Persistent);
+  }
 }
 
 }  // namespace ds4

@@ -43,6 +43,11 @@ class ExpertStore {
   /// life (the mmap, a resident or CPU slab), false when it is a staging slot that later calls
   /// reuse (a device backend must then copy the bytes at every use: dev::BindMode::Staged).
   virtual bool stable(int layer, int expert) const { return true; }
+  /// True when get(layer, expert, ...) returns WeightMatrix::source_persists matrices (bytes valid
+  /// and unchanged until the store is destroyed), answerable before any get() of the step (the
+  /// engine binds hash-routed layers' experts ahead, at the start of a step, only then: a caching
+  /// store must see begin_step first). Default: stable().
+  virtual bool persists(int layer, int expert) const { return stable(layer, expert); }
 
   /// Rank `rank`'s slice of the matrix (its rows [out*rank/R, out*(rank+1)/R) of `proj`) when the
   /// store was built with R rank slices. Default: rank 0 of an unsplit store is the whole matrix;

@@ -53,6 +53,11 @@ class MixedExpertStore final : public ExpertStore {
     return h == ExpertHome::Resident || h == ExpertHome::Cpu;
   }
 
+  bool persists(int layer, int expert) const override {
+    if (stable(layer, expert)) return true;
+    return host_direct_ && p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
+  }
+
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
     const int NL = L_.n_layer(), NE = L_.n_expert();
     if (int(p_.home.size()) != NL || int(p_.node.size()) != NL || int(p_.pinned.size()) != NL)

@@ -280,6 +280,7 @@ class CudaDevice final : public dev::Device {
   int reserve_staged_binds(uint64_t matrix_bytes) override {
     std::lock_guard<std::mutex> lock(bind_mu_);
     use_device(opts_.ordinal);
+    release_retired();
     ensure_stager(matrix_bytes);
     return static_cast<int>(slot_views_.size());
   }
@@ -731,6 +732,14 @@ class CudaDevice final : public dev::Device {
     return tensor_of(slot_views_[si].get(), w);
   }
 
+  /// Frees the rings a growth retired (ensure_stager), after waiting for the compute stream: the
+  /// caller of reserve_staged_binds has queued every reader of their slots.
+  void release_retired() {
+    if (retired_.empty()) return;
+    DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    retired_.clear();
+  }
+
   /// The ring index of staging slot view `b`, or -1 (a view of a ring since remade).
   int slot_of(const CudaBuffer* b) const {
     for (size_t i = 0; i < slot_views_.size(); ++i)
@@ -776,17 +785,28 @@ class CudaDevice final : public dev::Device {
   }
 
   /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring
-  /// (as many pinned buffers of the slot size) on first use; a larger matrix than the slots hold waits for the compute stream (no reader of
-  /// the old slots is left) and makes them anew, larger.
+  /// (as many pinned buffers of the slot size) on first use; a larger matrix than the slots hold
+  /// makes them anew, larger: after waiting for the compute stream when no staged tensor awaits a
+  /// reader, else keeping the old ring (retired_) until the next reserve_staged_binds.
   void ensure_stager(uint64_t bytes) {
     if (copier_ && bytes <= slot_bytes_) return;
     constexpr uint64_t kAlign = 64 * 1024;
     const uint64_t want = (std::max<uint64_t>({bytes, slot_bytes_, 1}) + kAlign - 1) / kAlign * kAlign;
-    if (copier_) DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
-    bounce_ = staging::BounceRing{};
-    slot_views_.clear();
-    staged_stats_.overwritten_unread += static_cast<uint64_t>(unread_slots_);  // dropped with the old ring
-    copier_.reset();  // waits for its copies, frees its slots and pinned buffers
+    if (copier_ && unread_slots_ > 0) {
+      // Staged tensors of the old ring still await their readers: the compute stream waits for
+      // their copies now, and the old ring lives on until those readers ran (release_retired).
+      for (size_t i = 0; i < slot_ticket_.size(); ++i)
+        if (slot_unread_[i] && slot_ticket_[i].id != 0)
+          must(copier_->stream_wait(slot_ticket_[i], stream_.s_), "staging: compute waits for the old ring's copies");
+      retired_.push_back(Retired{std::move(copier_), std::move(slot_views_), std::move(bounce_)});
+      slot_views_.clear();
+      bounce_ = staging::BounceRing{};
+    } else if (copier_) {
+      DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+      bounce_ = staging::BounceRing{};
+      slot_views_.clear();
+      copier_.reset();  // waits for its copies, frees its slots and pinned buffers
+    }
     copier_ = must(staging::make_cuda_copy_engine(opts_.ordinal), "staging: CUDA copy engine");
     const int n = std::max(4, opts_.staging_slots);
     must(copier_->allocate_slots(1, n, want), "staging: device slots");
@@ -885,6 +905,13 @@ class CudaDevice final : public dev::Device {
   std::vector<std::unique_ptr<CudaBuffer>> owned_;
   // BindMode::Staged: the copy engine (destroyed after the ring and the views, which use it),
   // its slots' views (tier accounting), which slots were filled, the pageable-source bounce ring.
+  /// A ring made smaller than a later matrix, kept while staged tensors in it await readers.
+  struct Retired {
+    std::unique_ptr<staging::CopyEngine> copier;
+    std::vector<std::unique_ptr<CudaBuffer>> views;
+    staging::BounceRing bounce;
+  };
+  std::vector<Retired> retired_;
   std::unique_ptr<staging::CopyEngine> copier_;
   std::vector<std::unique_ptr<CudaBuffer>> slot_views_;
   std::vector<bool> slot_used_;

@@ -56,6 +56,7 @@ struct GenRun {
   ForwardTrace trace;                      // router[layer][pos]
   std::vector<dev::StagedBindStats> stats;  // [rank]
   bool has_plan = false;
+  int n_hash = 0;  // hash-routed layers of the model
   double seconds = 0;
 };
 
@@ -79,6 +80,7 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   if (!m.ok()) return r;
   r.has_plan = (*m)->expert_plan() != nullptr;
+  r.n_hash = (*m)->config().n_hash_layers;
   {
     Dsv4Session s(*m);
     s.set_trace(&r.trace);
@@ -116,37 +118,51 @@ std::string plan_for(int tp) {
 }
 
 /// What the routing of the CPU run and the plan's tiers imply for one rank `rank` of `tp` (owner
-/// (l + e / 2) % tp, as plan_for) with a ring that holds every step's staged binds: the staged
-/// copies (3 per staged expert a step of a layer uses), those from pageable memory, and the copies
-/// queued ahead of the first expert launch of a MoE (3 per staged expert of the step, less the
-/// launched expert's own when it is staged), at most over the steps.
+/// (l + e / 2) % tp, as plan_for) with a ring of `ring` slots: the staged copies (3 per staged
+/// expert a step of a layer uses), those from pageable memory, and the copies queued ahead of the
+/// first expert launch of a MoE, at most over the steps. The hash-routed layers (l < `hash`) are
+/// bound at the step's start, in order while their copies fit the ring (a prefix); at the first
+/// launch of such a layer the copies of it and of the later prefetched layers are queued; at
+/// another layer's, its own step's. Less the launched expert's own copies when it is staged.
 struct Expect {
   uint64_t copies = 0, bounced = 0, max_ahead = 0;
   uint64_t max_step_copies = 0;  // the most staged copies of one step of one layer
 };
-Expect expected(const ForwardTrace& t, int rank, int tp) {
+Expect expected(const ForwardTrace& t, int rank, int tp, int ring, int hash) {
   Expect x;
   // Steps: the prefill (positions 0 .. kPrompt-1), then one position each.
   std::vector<std::pair<size_t, size_t>> steps{{0, kPrompt}};
   for (size_t p = kPrompt; p < size_t(kPrompt + kGen - 1); ++p) steps.push_back({p, p + 1});
-  for (size_t l = 0; l < t.router.size(); ++l)
-    for (const auto& [p0, p1] : steps) {
-      std::set<int32_t> used;
+  const size_t L = t.router.size();
+  for (const auto& [p0, p1] : steps) {
+    std::vector<std::set<int32_t>> used(L);
+    std::vector<uint64_t> staged(L, 0);
+    for (size_t l = 0; l < L; ++l) {
       for (size_t p = p0; p < p1 && p < t.router[l].size(); ++p)
         for (int32_t e : t.router[l][p])
-          if ((int(l) + e / 2) % tp == rank) used.insert(e);
-      if (used.empty()) continue;
-      uint64_t staged = 0;
-      for (int32_t e : used) {
+          if ((int(l) + e / 2) % tp == rank) used[l].insert(e);
+      for (int32_t e : used[l]) {
         const char tier = emu_test::tier_of(int(l), e);
-        staged += tier != 'V';
+        staged[l] += tier != 'V';
         x.bounced += tier == 'P' ? 3 : 0;
       }
-      x.copies += 3 * staged;
-      x.max_step_copies = std::max<uint64_t>(x.max_step_copies, 3 * staged);
-      const bool first_staged = emu_test::tier_of(int(l), *used.begin()) != 'V';
-      x.max_ahead = std::max<uint64_t>(x.max_ahead, 3 * staged - (first_staged ? 3 : 0));
+      x.copies += 3 * staged[l];
+      x.max_step_copies = std::max<uint64_t>(x.max_step_copies, 3 * staged[l]);
     }
+    size_t pre = 0;  // layers [0, pre) prefetched
+    for (uint64_t binds = 0; pre < std::min(L, size_t(hash)); ++pre) {
+      if (binds + 3 * staged[pre] > uint64_t(ring)) break;
+      binds += 3 * staged[pre];
+    }
+    for (size_t l = 0; l < L; ++l) {
+      if (used[l].empty()) continue;
+      uint64_t queued = 3 * staged[l];
+      if (l < pre)
+        for (size_t j = l + 1; j < pre; ++j) queued += 3 * staged[j];
+      const bool first_staged = emu_test::tier_of(int(l), *used[l].begin()) != 'V';
+      x.max_ahead = std::max<uint64_t>(x.max_ahead, queued - (first_staged ? 3 : 0));
+    }
+  }
   return x;
 }
 
@@ -178,11 +194,12 @@ TEST(CudaEmuPipeline, Tp1StepBoundAheadGivesTheCpuBitsWithoutHostWaits) {
     g_slots = 24;
     ASSERT_TRUE(r.has_plan);
     expect_cpu_bits(r, seed == 1 ? "tp 1, seed 1" : "tp 1, seed 977");
-    const Expect x = expected(cpu_run().trace, 0, 1);
+    const Expect x = expected(cpu_run().trace, 0, 1, 64, r.n_hash);
     ASSERT_EQ(r.stats.size(), 1u);
     const dev::StagedBindStats& s = r.stats[0];
     EXPECT_GT(x.copies, 0u) << "expected the routing to use staged experts";
     EXPECT_GT(x.max_ahead, 0u) << "expected a step with two staged experts";
+    EXPECT_EQ(r.n_hash, 3) << "the fixture routes its first 3 layers by hash";
     EXPECT_EQ(s.copies, x.copies);
     EXPECT_EQ(s.bounced, bounced(x));
     EXPECT_EQ(s.direct_waits, 0u) << "a host wait per staged copy from a host slab";
@@ -209,7 +226,7 @@ TEST(CudaEmuPipeline, Tp1SmallRingStagesInBatchesAndGivesTheCpuBits) {
   emu::set_seed(1);
   ASSERT_TRUE(r.has_plan);
   expect_cpu_bits(r, "tp 1, 6 slots");
-  const Expect x = expected(cpu_run().trace, 0, 1);
+  const Expect x = expected(cpu_run().trace, 0, 1, 6, r.n_hash);
   ASSERT_EQ(r.stats.size(), 1u);
   const dev::StagedBindStats& s = r.stats[0];
   EXPECT_EQ(s.copies, x.copies);
@@ -235,7 +252,7 @@ TEST(CudaEmuPipeline, Tp2StepBoundAheadGivesTheCpuBitsWithoutHostWaits) {
   expect_cpu_bits(r, "tp 2");
   ASSERT_EQ(r.stats.size(), 2u);
   for (int k = 0; k < 2; ++k) {
-    const Expect x = expected(cpu_run().trace, k, 2);
+    const Expect x = expected(cpu_run().trace, k, 2, 24, r.n_hash);
     const dev::StagedBindStats& s = r.stats[size_t(k)];
     EXPECT_EQ(s.copies, x.copies) << "rank " << k;
     EXPECT_EQ(s.bounced, bounced(x)) << "rank " << k;

@@ -264,6 +264,52 @@ TEST(CudaEmuStaging, ExpertsBoundAheadGiveTheCpuSlotsWithoutHostWaits) {
     }
 }
 
+// A larger matrix bound while smaller staged ones still await their readers: the ring is remade,
+// the old one kept until the next reserve_staged_binds, and every product stays right.
+TEST(CudaEmuStaging, GrowingWhileStagedTensorsAwaitReadersKeepsThem) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    emu::reset();
+    emu::set_seed(seed);
+    auto made = cuda::make_cuda_device(cuda::CudaDeviceOptions{0, 4});
+    ASSERT_TRUE(made.ok());
+    std::unique_ptr<dev::Device> d = std::move(made).value();
+    std::unique_ptr<dev::Device> cpu = dev::make_cpu_device(1);
+    constexpr int64_t kIn = 64, kTokens = 2;
+    const std::vector<float> xv = randn(static_cast<size_t>(kIn * kTokens), 9);
+    dev::OwnedTensor x = d->alloc_tensor(GgmlType::F32, kIn, kTokens), xc = cpu->alloc_tensor(GgmlType::F32, kIn, kTokens);
+    d->upload(d->stream(), x.t, xv.data(), xv.size() * 4);
+    cpu->upload(cpu->stream(), xc.t, xv.data(), xv.size() * 4);
+    const int64_t outs[3] = {8, 9, 1100};  // the third outgrows the first ring's 64 KiB slots
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<dev::OwnedTensor> ys;
+    for (int64_t o : outs) {
+      w.push_back(make_weight(GgmlType::F32, kIn, o, static_cast<uint32_t>(40 + o)));
+      ys.push_back(d->alloc_tensor(GgmlType::F32, o, kTokens));
+    }
+    EXPECT_EQ(d->reserve_staged_binds(w[0].size()), 4);
+    std::vector<dev::Tensor> t;
+    d->set_bind_mode(dev::BindMode::Staged);
+    for (size_t i = 0; i < 3; ++i) {
+      dev::WeightMatrix m{GgmlType::F32, w[i].data(), kIn, outs[i], dev::row_bytes_of(GgmlType::F32, kIn)};
+      m.source_persists = true;
+      t.push_back(d->bind(m));
+    }
+    d->set_bind_mode(dev::BindMode::Persistent);
+    for (size_t i = 0; i < 3; ++i) d->matmul(d->stream(), t[i], x.t, ys[i].t, dev::ActFormat::F32);
+    EXPECT_EQ(d->reserve_staged_binds(w[2].size()), 4);  // frees the retired ring
+    for (size_t i = 0; i < 3; ++i) {
+      const dev::WeightMatrix m{GgmlType::F32, w[i].data(), kIn, outs[i], dev::row_bytes_of(GgmlType::F32, kIn)};
+      dev::OwnedTensor yc = cpu->alloc_tensor(GgmlType::F32, outs[i], kTokens);
+      cpu->matmul(cpu->stream(), cpu->bind(m), xc.t, yc.t, dev::ActFormat::F32);
+      std::vector<float> want(static_cast<size_t>(outs[i] * kTokens)), got(want.size());
+      cpu->download(cpu->stream(), yc.t, want.data(), want.size() * 4);
+      d->download(d->stream(), ys[i].t, got.data(), got.size() * 4);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "seed " << seed << ", matrix " << i;
+    }
+    EXPECT_EQ(d->staged_bind_stats().overwritten_unread, 0u);
+  }
+}
+
 // More staged binds awaiting readers than the ring has slots: the counter names the overwrite.
 TEST(CudaEmuStaging, BindingMoreThanTheRingAheadIsCounted) {
   emu::reset();
