@@ -3,6 +3,9 @@
 // the staging::ExpertStore. Combine order: for each token, routed expert outputs are added in
 // ascending expert id order in FP32, then the shared expert's output (DESIGN.md numerics).
 // Tensor parallel: routed experts by owner rank, shared expert replicated (tensor_parallel.h).
+// Staged-expert pipeline (issue 20 item 2): the step's experts are bound (staged copies queued on
+// the device's copy stream) before the shared expert and the routed launches are queued; the
+// hash-routed layers' staged experts are bound at the step's start (prefetch_hash_layers).
 #include <algorithm>
 
 #include "engine/forward.h"
