@@ -145,6 +145,7 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
   const dev::Tensor tok = ws_.i32(1, n), pos = ws_.i32(1, n);
   dev_.upload(s_, tok, tok_h.data(), static_cast<uint64_t>(n) * 4);
   dev_.upload(s_, pos, pos_h.data(), static_cast<uint64_t>(n) * 4);
+  prefetch_hash_layers(tok_h);  // hash-routed layers' staged experts: copies behind attention
 
   // X [n, hc*dim]: every copy starts as the token embedding. Vocabulary-parallel: the owner of a
   // token's row decodes it, the rows are gathered and each token takes its owner's copy (exact,

@@ -120,6 +120,19 @@ class Forward {
   Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
                               const dev::Tensor& sel);
 
+  /// Binds, at the start of a step, the staged experts this rank computes in the hash-routed
+  /// layers (l < n_hash_layers: their ids are tid2eid[token], known before the step), layer by
+  /// layer in order while they fit the device's staging ring, so their copies run behind the
+  /// first layers' attention (issue 20 item 2); moe(l) then launches them without binding. Only
+  /// where bind copies (a device with its own memory), for one token block, and for experts whose
+  /// store bytes persist (ExpertStore::persists: no get() before begin_step on a caching store).
+  void prefetch_hash_layers(std::span<const int32_t> tokens);
+  /// The experts prefetch_hash_layers bound for one layer, ascending id, with gate + up + down bytes.
+  struct Prefetched {
+    std::vector<dev::ExpertTensors> experts;
+    std::vector<uint64_t> bytes;
+  };
+
   /// True for Activations::Fp8 (REF's QAT simulation: the act_qdq steps of attention_layer.cpp).
   bool qat() const { return act_ == dev::ActFormat::FP8_QDQ; }
 
@@ -136,7 +149,9 @@ class Forward {
   std::vector<int32_t> ids_host_;  // routed expert ids of the current layer (downloaded)
   // Per-eval host scratch kept between calls (no allocation in steady state).
   std::vector<Seg> segs_;
-  std::vector<int32_t> tok_host_, pos_host_, step_experts_;
+  std::vector<int32_t> tok_host_, pos_host_, step_experts_, block_experts_;
+  std::vector<dev::ExpertTensors> bound_experts_;  // moe: one batch of bound experts
+  std::vector<Prefetched> prefetched_;             // [hash layer] bound at the step's start
   std::vector<float> logits_host_;
 };
 

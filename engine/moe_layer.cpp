@@ -3,6 +3,9 @@
 // the staging::ExpertStore. Combine order: for each token, routed expert outputs are added in
 // ascending expert id order in FP32, then the shared expert's output (DESIGN.md numerics).
 // Tensor parallel: routed experts by owner rank, shared expert replicated (tensor_parallel.h).
+// Staged-expert pipeline (issue 20 item 2): the step's experts are bound (staged copies queued on
+// the device's copy stream) before the shared expert and the routed launches are queued; the
+// hash-routed layers' staged experts are bound at the step's start (prefetch_hash_layers).
 #include <algorithm>
 
 #include "engine/forward.h"
@@ -69,52 +72,144 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
   if (auto b = w_.experts->begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
     failed = b.error();
+  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF) into its own buffers: queued
+  // on the compute stream right after the first batch of routed binds, so the staged copies run
+  // on the copy stream behind it; added to `out` after the routed sum (the single-device order).
+  const int64_t sff = L.sh_gate.ne1;
+  const dev::Tensor sg = ws_.f32(sff, n), su = ws_.f32(sff, n), sy = ws_.f32(dim, n);
+  bool shared_queued = false;
+  auto queue_shared = [&] {
+    if (shared_queued) return;
+    shared_queued = true;
+    dev_.matmul2(s_, L.sh_gate, sg, L.sh_up, su, x, act_);
+    dev_.swiglu(s_, sg, su, c_.swiglu_limit_shexp[l], dev::Tensor{});
+    dev_.matmul(s_, L.sh_down, sg, sy, act_);
+  };
+  // Staged pipeline (issue 20 item 2): per token block, the block's experts are bound in batches:
+  // every expert of a batch is bound (a staged one's three copies queued on the copy stream)
+  // before the batch's launches, which wait for their own copies only (kernels/device.h,
+  // reserve_staged_binds). A batch ends when the device's staging ring holds no further three
+  // staged binds, and before / after an expert whose bound tensors may not outlive the next
+  // get(): not stable on a device whose bind aliases host memory (the CPU over a caching store,
+  // which may hand the next expert the same bypass slot) is bound right before its own launch.
+  const bool bind_copies = dev_.owns_memory();
+  int ring = 0;  // staged binds the device lets await their readers (0: no limit)
+  std::vector<dev::ExpertTensors>& bound = bound_experts_;
   const dev::Tensor Y = ws_.f32(dim, std::min(n, block) * K);
   for (int64_t t0 = 0; t0 < n; t0 += block) {
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
     const dev::Tensor Yb = Y.rows_view(0, nb * K), idb = ids.rows_view(t0, t1);
     if (comm_) dev_.fill(s_, Yb, 0.0f);
+    std::vector<int32_t>& used = block_experts_;  // this block's experts, ascending
+    used.clear();
     for (int e : step_experts) {
-      if (!failed.ok()) break;
-      bool used = false;
-      for (int64_t i = t0 * K; i < t1 * K && !used; ++i) used = ids_host_[i] == e;
-      if (!used) continue;
-      auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
-      auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
-      auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
-      if (!wg.ok() || !wu.ok() || !wd.ok()) {
-        failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
-        break;
+      bool u = false;
+      for (int64_t i = t0 * K; i < t1 * K && !u; ++i) u = ids_host_[i] == e;
+      if (u) used.push_back(e);
+    }
+    size_t next = 0;
+    while (next < used.size() && failed.ok()) {
+      bound.clear();
+      int staged_binds = 0;
+      while (next < used.size()) {
+        const int e = used[next];
+        if (size_t(l) < prefetched_.size()) {  // bound at the step's start (prefetch_hash_layers)
+          const Prefetched& pf = prefetched_[size_t(l)];
+          const auto it = std::find_if(pf.experts.begin(), pf.experts.end(),
+                                       [e](const dev::ExpertTensors& t) { return t.id == e; });
+          if (it != pf.experts.end()) {
+            bound.push_back(*it);
+            expert_weight_bytes_ += pf.bytes[size_t(it - pf.experts.begin())];
+            ++next;
+            continue;
+          }
+        }
+        // Stable matrices are bound Persistent (device-resident experts); others Staged, copied
+        // into the device's ring at every use (dev::BindMode) where bind copies.
+        const bool stable = w_.experts->stable(l, e);
+        const bool staged = !stable && bind_copies;
+        const bool ahead = stable || bind_copies;
+        if (!bound.empty() && (!ahead || (staged && ring > 0 && staged_binds + 3 > ring))) break;
+        auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
+        auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
+        auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+        if (!wg.ok() || !wu.ok() || !wd.ok()) {
+          failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
+          break;
+        }
+        ++next;
+        if (staged && staged_binds == 0)  // no staged tensor of this layer awaits a reader now
+          ring = dev_.reserve_staged_binds(std::max({static_cast<uint64_t>(wg->out) * wg->row_bytes,
+                                                     static_cast<uint64_t>(wu->out) * wu->row_bytes,
+                                                     static_cast<uint64_t>(wd->out) * wd->row_bytes}));
+        if (!stable) dev_.set_bind_mode(dev::BindMode::Staged);
+        bound.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
+        if (!stable) dev_.set_bind_mode(dev::BindMode::Persistent);
+        if (staged) staged_binds += 3;
+        expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
+                                static_cast<uint64_t>(wu->out) * wu->row_bytes +
+                                static_cast<uint64_t>(wd->out) * wd->row_bytes;
+        if (!ahead) break;
       }
-      // One expert per launch: a caching store may hand the next expert the same bypass slot.
-      // A device with its own memory keeps stable matrices (VRAM-resident experts) and copies
-      // staging slots at every use (dev::BindMode).
-      const bool stable = w_.experts->stable(l, e);
-      if (!stable) dev_.set_bind_mode(dev::BindMode::Staged);
-      const dev::ExpertTensors et{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)};
-      if (!stable) dev_.set_bind_mode(dev::BindMode::Persistent);
-      dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), std::span(&et, 1), limit, act_, Yb);
-      expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
-                              static_cast<uint64_t>(wu->out) * wu->row_bytes +
-                              static_cast<uint64_t>(wd->out) * wd->row_bytes;
+      queue_shared();  // once, behind the first batch's copies
+      if (failed.ok() && !bound.empty())
+        dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), bound, limit, act_, Yb);
     }
     if (comm_) DS4_TRY_VOID(dev_.all_reduce_sum(s_, *comm_, Yb));
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }
   w_.experts->end_step(l);
+  if (size_t(l) < prefetched_.size()) prefetched_[size_t(l)].experts.clear();  // read by now
   if (!failed.ok()) return failed;
-
-  // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF), added after the routed sum;
-  // it reuses the router's and the slots' memory.
-  ws_.release(mk);
-  const int64_t sff = L.sh_gate.ne1;
-  const dev::Tensor g = ws_.f32(sff, n), u = ws_.f32(sff, n), y = ws_.f32(dim, n);
-  dev_.matmul2(s_, L.sh_gate, g, L.sh_up, u, x, act_);
-  dev_.swiglu(s_, g, u, c_.swiglu_limit_shexp[l], dev::Tensor{});
-  dev_.matmul(s_, L.sh_down, g, y, act_);
-  dev_.add(s_, out, y);
+  queue_shared();  // a step without routed experts of this rank
+  dev_.add(s_, out, sy);
   ws_.release(mk);
   return ok();
+}
+
+void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
+  for (Prefetched& p : prefetched_) {
+    p.experts.clear();
+    p.bytes.clear();
+  }
+  const int H = std::min(c_.n_hash_layers, c_.n_layer);
+  const int64_t n = static_cast<int64_t>(tokens.size()), K = c_.n_expert_used, E = c_.n_expert;
+  constexpr int64_t kSlotFloats = int64_t{1} << 24;  // moe()'s token block
+  if (H == 0 || !dev_.owns_memory() || n > std::max<int64_t>(1, kSlotFloats / (K * c_.dim))) return;
+  prefetched_.resize(static_cast<size_t>(H));
+  int ring = -1, binds = 0;  // the staging ring's slots, staged binds made here
+  std::vector<int32_t> es;
+  for (int l = 0; l < H; ++l) {
+    const int32_t* table = w_.layers[size_t(l)].tid2eid;
+    if (!table) return;
+    es.clear();
+    for (int32_t t : tokens)
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t e = table[static_cast<int64_t>(t) * K + k];
+        if (e < 0 || e >= E) return;  // moe() reports the bad entry
+        if (shard_.owns_expert(l, e) && !w_.experts->stable(l, e)) es.push_back(e);
+      }
+    std::sort(es.begin(), es.end());
+    es.erase(std::unique(es.begin(), es.end()), es.end());
+    for (int32_t e : es)
+      if (!w_.experts->persists(l, e)) return;
+    if (es.empty()) continue;
+    if (ring < 0) ring = dev_.reserve_staged_binds(0);  // the slot count (slots grow at bind if needed)
+    if (ring > 0 && binds + 3 * static_cast<int>(es.size()) > ring) return;  // layers in order: a prefix
+    Prefetched& pf = prefetched_[size_t(l)];
+    dev_.set_bind_mode(dev::BindMode::Staged);
+    for (int32_t e : es) {
+      auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
+      auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
+      auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+      if (!wg.ok() || !wu.ok() || !wd.ok()) break;  // moe() gets it again and reports the error
+      pf.experts.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
+      pf.bytes.push_back(static_cast<uint64_t>(wg->out) * wg->row_bytes + static_cast<uint64_t>(wu->out) * wu->row_bytes +
+                         static_cast<uint64_t>(wd->out) * wd->row_bytes);
+      binds += 3;
+    }
+    dev_.set_bind_mode(dev::BindMode::Persistent);
+  }
 }
 
 }  // namespace ds4

@@ -62,6 +62,12 @@ struct WeightMatrix {
   int64_t in = 0;           // ne[0]: elements per row
   int64_t out = 0;          // ne[1]: number of rows
   uint64_t row_bytes = 0;   // bytes of one row (in / block_elems * block_bytes)
+  /// True when the bytes at `data` stay valid and unchanged for the life of whoever handed the
+  /// matrix out (an expert store's host slab, the model mmap), false when the owner may reuse
+  /// them once the call that returned the matrix is followed by another (a cache bypass buffer,
+  /// an NVMe read buffer). A backend that copies a BindMode::Staged bind asynchronously then
+  /// needs neither a host wait for the copy nor a bounce copy of a pinned source.
+  bool source_persists = false;
   /// Row `r` of the matrix.
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
@@ -135,6 +141,18 @@ struct ExpertTensors {
 /// Staged: every bind copies the host bytes into a ring of device slots (experts staged from host
 /// memory each step); the tensor is valid for the ops enqueued before the ring wraps.
 enum class BindMode { Persistent, Staged };
+
+/// Counters of the BindMode::Staged binds of a backend that copies them (CPU: all zero). "Ahead":
+/// at each expert launch of moe_experts, the staged copies already submitted for later launches
+/// (slots bound and not yet read, other than the launch's own): the copies queued behind compute.
+struct StagedBindStats {
+  uint64_t copies = 0;         ///< staged binds that queued a copy (bytes > 0)
+  uint64_t direct_waits = 0;   ///< copies from pinned memory the host waited for (source may be reused)
+  uint64_t bounced = 0;        ///< copies from pageable memory through a pinned bounce buffer
+  uint64_t bounce_waits = 0;   ///< bounce buffers the host waited for (their previous copy in flight)
+  uint64_t max_ahead = 0;      ///< the most copies "ahead" of one expert launch (see above)
+  uint64_t overwritten_unread = 0;  ///< slots refilled before anything read them (a caller bug)
+};
 
 /// Weight bytes read by matmul/matmul2/moe_experts (as weight_bytes_read) split by where the
 /// matrix lived at the launch, plus the bytes bind() copied from host to device memory.
@@ -314,6 +332,14 @@ class Device {
   virtual LinkTiming link_timing() const { return {}; }
   /// Selects how later bind() calls copy host matrices (see BindMode; default: ignored).
   virtual void set_bind_mode(BindMode) {}
+  /// Prepares BindMode::Staged binds of matrices of at most `matrix_bytes` and returns how many
+  /// staged binds may be outstanding at once: bound, with no op reading them enqueued yet (the
+  /// staging ring's slots; a later bind reuses the oldest slot). 0: no limit (default, and the CPU,
+  /// whose bind aliases host memory). Call it when no staged tensor awaits its first reader: it
+  /// may wait for the device and remake the ring, larger.
+  virtual int reserve_staged_binds(uint64_t matrix_bytes) { return 0; }
+  /// Counters of the staged binds so far (see StagedBindStats; default: zeros).
+  virtual StagedBindStats staged_bind_stats() const { return {}; }
   /// True when ops read device memory the host cannot dereference (bind copies).
   virtual bool owns_memory() const { return false; }
   /// Free and total bytes of the device's own memory (0, 0 when it has none: the CPU).

@@ -32,7 +32,10 @@ class ExpertStore {
   virtual ~ExpertStore() = default;
   /// The weight matrix of expert `expert` of layer `layer` for projection `proj`. The pointer
   /// stays valid until the store is destroyed (for this in-memory store) — a caching store will
-  /// document its own lifetime rule. Error when the layer or expert is out of range.
+  /// document its own lifetime rule. WeightMatrix::source_persists is set exactly when the bytes
+  /// stay valid and unchanged until the store is destroyed (host slabs, the mmap): a device may
+  /// then copy them asynchronously at bind without waiting; false where a later call may reuse
+  /// them (cache slots, bypass and NVMe buffers). Error when the layer or expert is out of range.
   virtual Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) = 0;
   /// Number of routed experts per layer.
   virtual int expert_count() const = 0;
@@ -40,6 +43,11 @@ class ExpertStore {
   /// life (the mmap, a resident or CPU slab), false when it is a staging slot that later calls
   /// reuse (a device backend must then copy the bytes at every use: dev::BindMode::Staged).
   virtual bool stable(int layer, int expert) const { return true; }
+  /// True when get(layer, expert, ...) returns WeightMatrix::source_persists matrices (bytes valid
+  /// and unchanged until the store is destroyed), answerable before any get() of the step (the
+  /// engine binds hash-routed layers' experts ahead, at the start of a step, only then: a caching
+  /// store must see begin_step first). Default: stable().
+  virtual bool persists(int layer, int expert) const { return stable(layer, expert); }
 
   /// Rank `rank`'s slice of the matrix (its rows [out*rank/R, out*(rank+1)/R) of `proj`) when the
   /// store was built with R rank slices. Default: rank 0 of an unsplit store is the whole matrix;

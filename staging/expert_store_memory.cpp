@@ -26,6 +26,7 @@ class MemoryExpertStore final : public ExpertStore {
     w.out = t.out;
     w.row_bytes = t.row_bytes;
     w.data = t.data + static_cast<uint64_t>(expert) * static_cast<uint64_t>(t.out) * t.row_bytes;
+    w.source_persists = true;  // the tensors outlive the store (its contract)
     return w;
   }
   int expert_count() const override { return n_expert_; }

@@ -53,6 +53,11 @@ class MixedExpertStore final : public ExpertStore {
     return h == ExpertHome::Resident || h == ExpertHome::Cpu;
   }
 
+  bool persists(int layer, int expert) const override {
+    if (stable(layer, expert)) return true;
+    return host_direct_ && p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
+  }
+
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
     const int NL = L_.n_layer(), NE = L_.n_expert();
     if (int(p_.home.size()) != NL || int(p_.node.size()) != NL || int(p_.pinned.size()) != NL)
@@ -179,6 +184,9 @@ class MixedExpertStore final : public ExpertStore {
         break;
     }
     dev::WeightMatrix w = L_.matrix(slab, layer, proj, 0);
+    // Slabs live as long as the store (Resident, Cpu, and Host served directly); cache slots and
+    // the NvmeCpu scratch are reused by later calls.
+    w.source_persists = h == ExpertHome::Resident || h == ExpertHome::Cpu || (h == ExpertHome::Host && host_direct_);
     const uint64_t bytes = static_cast<uint64_t>(w.out) * w.row_bytes;
     if (h == ExpertHome::Resident) resident_reads_.add(bytes);
     if (h == ExpertHome::Host && host_direct_) host_to_device_.add(bytes);  // the device copies it at use

@@ -147,6 +147,7 @@ class TieredExpertStore final : public ExpertStore {
       last_slab_ = slab;
     }
     dev::WeightMatrix w = L_.matrix(slab, layer, proj, rank);
+    w.source_persists = !cache_;  // resident slabs live as long as the store; cache slots are reused
     if (!cache_) resident_reads_ += static_cast<uint64_t>(w.out) * w.row_bytes;
     return w;
   }

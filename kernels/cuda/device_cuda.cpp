@@ -275,6 +275,19 @@ class CudaDevice final : public dev::Device {
     std::lock_guard<std::mutex> lock(bind_mu_);
     mode_ = m;
   }
+  /// The staging ring sized for `matrix_bytes` (made or remade now, see ensure_stager); its slot
+  /// count is how many staged binds may await their readers at once.
+  int reserve_staged_binds(uint64_t matrix_bytes) override {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    use_device(opts_.ordinal);
+    release_retired();
+    ensure_stager(matrix_bytes);
+    return static_cast<int>(slot_views_.size());
+  }
+  dev::StagedBindStats staged_bind_stats() const override {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    return staged_stats_;
+  }
   void upload(dev::Stream& s, const Tensor& dst, const void* src, uint64_t bytes) override {
     DS4_CHECK(dst.contiguous() || bytes <= dst.row_data_bytes());
     DS4_CHECK(dst.offset + bytes <= cbuf(dst)->bytes());
@@ -386,6 +399,7 @@ class CudaDevice final : public dev::Device {
       if (m == 0) continue;
       const int64_t ff = e.gate.ne1;
       DS4_CHECK(e.gate.ne0 == dim && e.up.ne1 == ff && e.down.ne0 == ff && e.down.ne1 == dim);
+      note_expert_launch(e);
       const int32_t* pr = pairs + ranges[ei].first;
       auto* xe = reinterpret_cast<float*>(cs_.moe_x.get(static_cast<uint64_t>(m * dim) * 4, st));
       auto* rw = reinterpret_cast<float*>(cs_.moe_w.get(static_cast<uint64_t>(m) * 4, st));
@@ -675,58 +689,145 @@ class CudaDevice final : public dev::Device {
 
   /// BindMode::Staged: host bytes -> the next device slot of the ring through the copy engine
   /// (staging::CopyEngine, CUDA: cudaMemcpyAsync on its own non-blocking stream + one event per
-  /// copy). Synchronous staging (issue 18 item 3):
+  /// copy), queued now and waited for by the compute stream only before the slot's first reader
+  /// (await_staged), so the copies of several binds run behind the compute work queued between
+  /// the binds and their readers (issue 20 item 2):
   /// - the slot's previous readers are the compute-stream work queued since it was last filled
-  ///   (the ring is longer than the 3 binds of one expert launch, and every reader is queued
-  ///   before the ring wraps): consumer_done records that point, the copy waits for it;
-  /// - a pinned source is copied directly and the host waits for the copy (the store may reuse
-  ///   the source once bind returns); a pageable one is copied into the next pinned buffer of the
-  ///   bounce ring (acquire waits for that buffer's previous copy) and not waited for;
-  /// - the compute stream waits for the copy's event before any later op reads the slot.
+  ///   (the caller keeps at most reserve_staged_binds() binds awaiting readers, so every reader
+  ///   of the old contents is queued before the ring wraps): consumer_done records that point,
+  ///   the copy waits for it;
+  /// - a pinned source is copied directly; the host waits for the copy only when the source may
+  ///   be reused once bind returns (!w.source_persists: a cache slot, a bypass or NVMe buffer);
+  ///   a pageable one is copied into the next pinned buffer of the bounce ring (acquire waits for
+  ///   that buffer's previous copy) and not waited for.
   Tensor stage(const dev::WeightMatrix& w, uint64_t bytes) {
     ensure_stager(bytes);
     const int sl = next_slot_;
+    const size_t si = static_cast<size_t>(sl);
     next_slot_ = (next_slot_ + 1) % static_cast<int>(slot_views_.size());
-    if (slot_used_[static_cast<size_t>(sl)]) must(copier_->consumer_done(0, sl, stream_.s_), "staging: consumer_done");
-    slot_used_[static_cast<size_t>(sl)] = true;
+    if (slot_unread_[si]) {  // bound, never read: its reader (if any comes) would see the new bytes
+      ++staged_stats_.overwritten_unread;
+      slot_unread_[si] = false;
+      --unread_slots_;
+    }
+    slot_ticket_[si] = {};
+    if (slot_used_[si]) must(copier_->consumer_done(0, sl, stream_.s_), "staging: consumer_done");
+    slot_used_[si] = true;
     if (bytes) {
       staging::CopyTicket t;
       if (is_pinned(w.data)) {
         t = must(copier_->submit(0, sl, w.data, bytes), "staging: copy from pinned host memory");
-        must(copier_->wait(t), "staging: wait for the copy");
+        if (!w.source_persists) {
+          must(copier_->wait(t), "staging: wait for the copy");
+          ++staged_stats_.direct_waits;
+        }
       } else {
+        const uint64_t blocked = bounce_.stats().blocked;
         const staging::BounceRing::Lease l = must(bounce_.acquire(), "staging: pinned bounce buffer");
+        staged_stats_.bounce_waits += bounce_.stats().blocked - blocked;
         std::memcpy(l.data, w.data, bytes);
         const Result<staging::CopyTicket> r = copier_->submit(0, sl, l.data, bytes);
         bounce_.release(l, r.ok() ? *r : staging::CopyTicket{});
         t = must(r, "staging: copy from the bounce buffer");
+        ++staged_stats_.bounced;
       }
-      must(copier_->stream_wait(t, stream_.s_), "staging: compute stream waits for the copy");
+      ++staged_stats_.copies;
+      slot_ticket_[si] = t;
+      slot_unread_[si] = true;
+      ++unread_slots_;
     }
     tier_.h2d_staged += bytes;
-    return tensor_of(slot_views_[static_cast<size_t>(sl)].get(), w);
+    return tensor_of(slot_views_[si].get(), w);
   }
 
-  /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring on
-  /// first use; a larger matrix than the slots hold waits for the compute stream (no reader of
-  /// the old slots is left) and makes them anew, larger.
+  /// Frees the rings a growth retired (ensure_stager), after waiting for the compute stream: the
+  /// caller of reserve_staged_binds has queued every reader of their slots.
+  void release_retired() {
+    if (retired_.empty()) return;
+    DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    retired_.clear();
+  }
+
+  /// The ring index of staging slot view `b`, or -1 (a view of a ring since remade).
+  int slot_of(const CudaBuffer* b) const {
+    for (size_t i = 0; i < slot_views_.size(); ++i)
+      if (slot_views_[i].get() == b) return static_cast<int>(i);
+    return -1;
+  }
+
+  /// Before an op on stream `st` reads weight `w`: when `w` is a staging slot whose copy the
+  /// reader's stream has not waited for yet, `st` waits for that copy's event (no host wait);
+  /// the slot counts as read.
+  void await_staged(const Tensor& w, cudaStream_t st) {
+    const CudaBuffer* b = cbuf(w);
+    if (!b->staged()) return;
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    const int sl = slot_of(b);
+    if (sl < 0) return;
+    const size_t si = static_cast<size_t>(sl);
+    if (slot_ticket_[si].id != 0) {
+      must(copier_->stream_wait(slot_ticket_[si], st), "staging: the reader's stream waits for the copy");
+      slot_ticket_[si] = {};
+    }
+    if (slot_unread_[si]) {
+      slot_unread_[si] = false;
+      --unread_slots_;
+    }
+  }
+
+  /// StagedBindStats::max_ahead at the launch of expert `e`: the staged slots bound and not yet
+  /// read, other than e's own.
+  void note_expert_launch(const ExpertTensors& e) {
+    std::lock_guard<std::mutex> lock(bind_mu_);
+    int own = 0;
+    const Tensor* ts[3] = {&e.gate, &e.up, &e.down};
+    for (int i = 0; i < 3; ++i) {
+      const CudaBuffer* b = cbuf(*ts[i]);
+      if (!b->staged()) continue;
+      const int sl = slot_of(b);
+      bool dup = false;
+      for (int j = 0; j < i; ++j) dup = dup || ts[j]->buf == ts[i]->buf;
+      if (sl >= 0 && !dup && slot_unread_[static_cast<size_t>(sl)]) ++own;
+    }
+    staged_stats_.max_ahead = std::max<uint64_t>(staged_stats_.max_ahead, static_cast<uint64_t>(unread_slots_ - own));
+  }
+
+  /// Makes the copy engine, its slots (opts_.staging_slots of at least `bytes`) and bounce ring
+  /// (as many pinned buffers of the slot size) on first use; a larger matrix than the slots hold
+  /// makes them anew, larger: after waiting for the compute stream when no staged tensor awaits a
+  /// reader, else keeping the old ring (retired_) until the next reserve_staged_binds.
   void ensure_stager(uint64_t bytes) {
     if (copier_ && bytes <= slot_bytes_) return;
     constexpr uint64_t kAlign = 64 * 1024;
     const uint64_t want = (std::max<uint64_t>({bytes, slot_bytes_, 1}) + kAlign - 1) / kAlign * kAlign;
-    if (copier_) {
-      DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    if (copier_ && unread_slots_ > 0) {
+      // Staged tensors of the old ring still await their readers: the compute stream waits for
+      // their copies now, and the old ring lives on until those readers ran (release_retired).
+      for (size_t i = 0; i < slot_ticket_.size(); ++i)
+        if (slot_unread_[i] && slot_ticket_[i].id != 0)
+          must(copier_->stream_wait(slot_ticket_[i], stream_.s_), "staging: compute waits for the old ring's copies");
       retired_link_ += copier_->timing();  // link_timing() keeps counting across the replacement
+      retired_.push_back(Retired{std::move(copier_), std::move(slot_views_), std::move(bounce_)});
+      slot_views_.clear();
+      bounce_ = staging::BounceRing{};
+    } else if (copier_) {
+      DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+      retired_link_ += copier_->timing();
+      bounce_ = staging::BounceRing{};
+      slot_views_.clear();
+      copier_.reset();  // waits for its copies, frees its slots and pinned buffers
     }
-    bounce_ = staging::BounceRing{};
-    slot_views_.clear();
-    copier_.reset();  // waits for its copies, frees its slots and pinned buffers
     copier_ = must(staging::make_cuda_copy_engine(opts_.ordinal), "staging: CUDA copy engine");
     const int n = std::max(4, opts_.staging_slots);
     must(copier_->allocate_slots(1, n, want), "staging: device slots");
-    bounce_ = must(staging::BounceRing::create(*copier_, kBounceBuffers, want), "staging: pinned bounce buffers");
+    // One bounce buffer per slot: a buffer is reused a whole ring later, when its previous copy
+    // (whose slot's readers came a ring before that) is normally done, so the host rarely waits.
+    bounce_ = must(staging::BounceRing::create(*copier_, n, want), "staging: pinned bounce buffers");
     for (int i = 0; i < n; ++i) slot_views_.push_back(std::make_unique<CudaBuffer>(copier_->slot(0, i), want, true));
     slot_used_.assign(static_cast<size_t>(n), false);
+    slot_unread_.assign(static_cast<size_t>(n), false);
+    slot_ticket_.assign(static_cast<size_t>(n), staging::CopyTicket{});
+    unread_slots_ = 0;
     next_slot_ = 0;
     slot_bytes_ = want;
   }
@@ -742,6 +843,7 @@ class CudaDevice final : public dev::Device {
       const Tensor& w = *ws[k];
       DS4_CHECK(w.ne0 == in && ys[k]->ne0 == w.ne1 && ys[k]->ne1 == n && ys[k]->type == GgmlType::F32);
       DS4_CHECK(dev::can_bind_type(w.type));
+      await_staged(w, st);
       // The matrix's own bytes: a column view (wo_b's canonical shard) counts only its columns.
       const uint64_t b = static_cast<uint64_t>(w.ne1) * w.row_data_bytes();
       weight_bytes_.fetch_add(b, std::memory_order_relaxed);
@@ -802,7 +904,6 @@ class CudaDevice final : public dev::Device {
     }
   }
 
-  static constexpr int kBounceBuffers = 3;  // one expert launch's 3 matrices in flight
 
   CudaDeviceOptions opts_;
   std::string name_;
@@ -814,9 +915,20 @@ class CudaDevice final : public dev::Device {
   std::vector<std::unique_ptr<CudaBuffer>> owned_;
   // BindMode::Staged: the copy engine (destroyed after the ring and the views, which use it),
   // its slots' views (tier accounting), which slots were filled, the pageable-source bounce ring.
+  /// A ring made smaller than a later matrix, kept while staged tensors in it await readers.
+  struct Retired {
+    std::unique_ptr<staging::CopyEngine> copier;
+    std::vector<std::unique_ptr<CudaBuffer>> views;
+    staging::BounceRing bounce;
+  };
+  std::vector<Retired> retired_;
   std::unique_ptr<staging::CopyEngine> copier_;
   std::vector<std::unique_ptr<CudaBuffer>> slot_views_;
   std::vector<bool> slot_used_;
+  std::vector<bool> slot_unread_;                   // filled, no reader queued yet
+  std::vector<staging::CopyTicket> slot_ticket_;    // copy the readers' stream has not waited for yet
+  int unread_slots_ = 0;
+  dev::StagedBindStats staged_stats_;
   staging::BounceRing bounce_;
   int next_slot_ = 0;
   uint64_t slot_bytes_ = 0;

@@ -10,12 +10,15 @@
 // weights and VRAM-resident experts), in BindMode::Staged every bind copies the host bytes into
 // the next slot of a ring of device slots through staging::CopyEngine (staging/copy_engine.h,
 // the CUDA engine: its own non-blocking copy stream, one event per copy): a pinned source is
-// copied directly and the bind waits for that copy (the source's owner may reuse it after bind
-// returns); a pageable one is first copied into a pinned buffer of a staging::BounceRing. The
-// compute stream waits for the copy's event (CopyEngine::stream_wait), and a slot is refilled
-// only after the compute-stream work queued before the refill, which holds every reader of its
-// old contents (CopyEngine::consumer_done). Experts staged from host memory, synchronously
-// bounded (issue 18 item 3; overlap is the next issue).
+// copied directly, and the bind waits for that copy only when the source's owner may reuse it
+// after bind returns (WeightMatrix::source_persists false); a pageable one is first copied into a
+// pinned buffer of a staging::BounceRing (one buffer per slot). The compute stream waits for a copy's event
+// (CopyEngine::stream_wait) only before the first op that reads the slot, so copies of binds made
+// ahead run behind the compute work queued in between (issue 20 item 2: the engine binds a step's
+// experts, then queues the shared expert, then the routed launches). A slot is refilled only
+// after the compute-stream work queued before the refill, which holds every reader of its old
+// contents when the caller keeps at most reserve_staged_binds() binds awaiting readers
+// (CopyEngine::consumer_done). dev::StagedBindStats counts copies, host waits and copies ahead.
 // Streams and events are CUDA streams and events; download waits on its stream. Every op makes its
 // stream's device current on the calling thread first (rank threads). Collectives (issue 20): one
 // rank is a copy / nothing; R ranks take an NCCL endpoint of this device (comm::make_nccl_group)
@@ -38,7 +41,9 @@ namespace ds4::cuda {
 struct CudaDeviceOptions {
   int ordinal = 0;                    ///< CUDA device ordinal
   int staging_slots = 24;             ///< device slots of the BindMode::Staged ring (at least 4; one
-                                      ///< expert launch binds 3); each holds the largest matrix staged
+                                      ///< expert binds 3; the engine binds a step's experts ahead of
+                                      ///< their launches while they fit); each holds the largest
+                                      ///< matrix staged, and as many pinned bounce buffers do
 };
 
 /// Number of CUDA devices visible (0 when the runtime reports none or fails).
