@@ -153,7 +153,9 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
       }
       queue_shared();  // once, behind the first batch's copies
       if (failed.ok() && !bound.empty())
-        dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), bound, limit, act_, Yb);
+        dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), bound, limit, act_, Yb,
+                         std::span<const int32_t>(ids_host_).subspan(static_cast<size_t>(t0 * K),
+                                                                      static_cast<size_t>((t1 - t0) * K)));
     }
     if (comm_) DS4_TRY_VOID(dev_.all_reduce_sum(s_, *comm_, Yb));
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));

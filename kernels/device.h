@@ -304,10 +304,12 @@ class Device {
   /// Grouped routed experts (kernels/cpu/moe_experts.cpp): for each expert of `experts` (ascending
   /// id), the slots (t, k) with ids[t, k] == id, in ascending (t, k) order, are gathered, and
   /// slots[t*K + k] = down(swiglu(gate x_t, up x_t, limit) * weights[t, k]). Other slots are left
-  /// as they are. x [n, dim], ids I32 [n, K], weights [n, K], slots [n*K, dim].
+  /// as they are. x [n, dim], ids I32 [n, K], weights [n, K], slots [n*K, dim]. `ids_host`, when
+  /// not empty, is the caller's host copy of ids ([n*K], the same values): a device that builds its
+  /// slot lists on the host then reads it instead of downloading ids (a wait for the stream).
   virtual void moe_experts(Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertTensors> experts, float limit, ActFormat act,
-                           const Tensor& slots) = 0;
+                           const Tensor& slots, std::span<const int32_t> ids_host = {}) = 0;
   /// out[t] = ((0 + slots[t, k1]) + slots[t, k2]) + ... over t's K slots in ascending expert id
   /// (stable: equal ids in slot order) (kernels/cpu/moe_combine.cpp). out [n, dim].
   virtual void moe_combine(Stream& s, const Tensor& slots, const Tensor& ids, const Tensor& out) = 0;

@@ -490,7 +490,8 @@ class CpuDevice final : public Device {
     });
   }
   void moe_experts(Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots) override {
+                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots,
+                   std::span<const int32_t> /*ids_host: ids are read in place*/) override {
     const int64_t n = x.ne1, dim = x.ne0, K = ids.ne0;
     DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
     const cpu::I32Rows I = i32(ids);

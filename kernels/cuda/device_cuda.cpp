@@ -367,7 +367,8 @@ class CudaDevice final : public dev::Device {
     nan_check(s, "embed_rows", out);
   }
   void moe_experts(dev::Stream& s, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots) override {
+                   std::span<const ExpertTensors> experts, float limit, ActFormat act, const Tensor& slots,
+                   std::span<const int32_t> ids_host) override {
     const int64_t n = x.ne1, dim = x.ne0, K = ids.ne0;
     DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
     DS4_CHECK(x.type == GgmlType::F32 && weights.type == GgmlType::F32 && slots.type == GgmlType::F32);
@@ -376,10 +377,16 @@ class CudaDevice final : public dev::Device {
     cudaStream_t st = cs_.s_;
     std::lock_guard<std::mutex> lock(moe_mu_);
     // The slot lists are made on the host from the routing ids (the CPU's moe_slots_of order:
-    // ascending (t, k)); the download waits for the router's work on `s`.
+    // ascending (t, k)): the caller's host copy, else a download (it waits for the router's work
+    // on `s`, and for everything else queued there).
     host_ids_.resize(static_cast<size_t>(n * K));
-    DS4_CHECK(ids.contiguous() || n == 1);
-    download(s, ids, host_ids_.data(), static_cast<uint64_t>(n * K) * 4);
+    if (!ids_host.empty()) {
+      DS4_CHECK(ids_host.size() == static_cast<size_t>(n * K));
+      std::copy(ids_host.begin(), ids_host.end(), host_ids_.begin());
+    } else {
+      DS4_CHECK(ids.contiguous() || n == 1);
+      download(s, ids, host_ids_.data(), static_cast<uint64_t>(n * K) * 4);
+    }
     host_pairs_.clear();
     std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) of each expert's pairs
     for (size_t ei = 0; ei < experts.size(); ++ei) {

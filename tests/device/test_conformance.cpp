@@ -879,6 +879,15 @@ TEST_P(Conformance, GroupedExpertsAndCombineAgainstDouble) {
       }
     }
   expect_close(out, ref, scale, 10 * kDotTol, "moe_experts + moe_combine");
+  // The same launches given the host copy of ids (the engine's: no download on the device) write
+  // the same bits.
+  const Tensor Y2 = zeros(dim, n * K), OUT2 = zeros(dim, n);
+  d_->moe_experts(s(), X, I, W, std::span(ex).subspan(0, 4), 7.0f, dev::ActFormat::F32, Y2, ids);
+  d_->moe_experts(s(), X, I, W, std::span(ex).subspan(4), 7.0f, dev::ActFormat::F32, Y2, ids);
+  d_->moe_combine(s(), Y2, I, OUT2);
+  const std::vector<float> out2 = get(OUT2);
+  ASSERT_EQ(out2.size(), out.size());
+  EXPECT_EQ(std::memcmp(out2.data(), out.data(), out.size() * 4), 0) << "moe_experts with ids_host";
 }
 
 // ---- collectives (a one-rank group: the same calls a rank of R makes) ---------------------
