@@ -50,7 +50,7 @@ std::vector<std::string> normalized_args(int argc, char** argv) {
 
 /// The first argument after the command word that looks like an option but is none of `sub`'s
 /// (nor the program's), e.g. `score -o F`: CLI11 reports a missing required option before an
-/// unknown one, which would hide the real mistake. Values such as "-1" or "-" are not options;
+/// unknown one, which would hide the real mistake, and lists extras value first ("F -o"). Values such as "-1" or "-" are not options;
 /// "--name=value" and CLI11's attached short form "-n32" are checked by their option part.
 /// Returns "" when every option-looking argument is known.
 std::string unknown_option(const CLI::App& app, const CLI::App& sub, const std::vector<std::string>& args) {
@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
       continue;
     }
     size_t n = 1;
-    if (i + 1 < args.size() && (args[i + 1] == "on" || args[i + 1] == "off" || args[i + 1] == "auto")) n = 2;
+    if (i + 1 < args.size() && (args[i + 1] == "on" || args[i + 1] == "off" || args[i + 1] == "auto" ||
+                                args[i + 1] == "1" || args[i + 1] == "0"))  // llama-bench's -fa 0|1
+      n = 2;
     std::fprintf(stderr, "ds4-offload: note: %s is llama.cpp's flash-attention switch; ignored here (attention always "
                          "runs ds4-offload's own sparse-attention ops)\n", args[i].c_str());
     args.erase(args.begin() + long(i), args.begin() + long(i + n));
@@ -126,9 +128,11 @@ int main(int argc, char** argv) {
     for (auto& [sub, cmd] : subs)
       if (sub->parsed()) {
         name = " " + cmd->name;
-        if (dynamic_cast<const CLI::RequiredError*>(&e))
+        const bool required = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+        if (required || dynamic_cast<const CLI::ExtrasError*>(&e))
           if (const std::string u = unknown_option(app, *sub, args); !u.empty())
-            what = "unknown option '" + u + "': not an option of '" + cmd->name + "' (and " + what + ")";
+            what = "unknown option '" + u + "': not an option of '" + cmd->name + "'" +
+                   (required ? " (and " + what + ")" : "");
       }
     std::fprintf(stderr, "ds4-offload%s: error: %s (ds4-offload%s --help)\n", name.c_str(), what.c_str(), name.c_str());
     return kExitBadInput;

@@ -614,6 +614,14 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
+    // `curl -d` sends JSON as application/x-www-form-urlencoded, and the distribution's compiled
+    // cpp-httplib refuses such bodies above its CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH (8 KiB)
+    // with a 413. Every endpoint reads its body as JSON whatever the type, so the type is relabelled
+    // before the body is read; --max-body-bytes stays the one limit. (The Request object httplib
+    // passes here is its own non-const one.)
+    for (auto [it, end] = req.headers.equal_range("Content-Type"); it != end; ++it)
+      if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
+        const_cast<std::string&>(it->second) = "application/octet-stream";
     if (s.opts.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + s.opts.api_key)
       return httplib::Server::HandlerResponse::Unhandled;

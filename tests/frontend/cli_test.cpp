@@ -166,6 +166,15 @@ TEST_F(Cli, UnknownOptionIsNamedBeforeAMissingRequiredOne) {
   EXPECT_EQ(k.code, 1) << k.text;
   EXPECT_EQ(k.text.find("unknown option"), std::string::npos) << k.text;
   EXPECT_NE(k.text.find("--logits-out is required"), std::string::npos) << k.text;
+  // With nothing required missing, the unknown option is named the same way (CLI11 alone printed
+  // "The following arguments were not expected: out.txt -o").
+  auto x = sh("run -m '" + fixture_gguf().string() + "' -p hi -n 1 -o out.txt");
+  EXPECT_EQ(x.code, 1) << x.text;
+  EXPECT_NE(x.text.find("unknown option '-o': not an option of 'run'"), std::string::npos) << x.text;
+  // llama-bench's `-fa 1` is noted and dropped like `-fa on`.
+  auto f = sh("run -m '" + fixture_gguf().string() + "' -p hi -n 1 --temp 0 -fa 1");
+  EXPECT_EQ(f.code, 0) << f.text;
+  EXPECT_NE(f.text.find("flash-attention switch; ignored"), std::string::npos) << f.text;
 }
 
 // `serve --api-key ""` (e.g. an unset shell variable) is refused before the model loads instead of
@@ -723,7 +732,7 @@ TEST_F(Cli, ConvertOutputRules) {
   EXPECT_EQ(f.code, 1) << f.text;
   EXPECT_NE(f.text.find("expected a new or empty folder, found 2 entries"), std::string::npos) << f.text;
   EXPECT_EQ(names_in(dir_ / "full"), (std::vector<std::string>{"a", "b"}));
-  for (const std::string o : {"--to nvfp4 -o '" + (dir_ / "nodir" / "x").string() + "'",
+  for (const std::string& o : {"--to nvfp4 -o '" + (dir_ / "nodir" / "x").string() + "'",
                               "--to gguf -o '" + (dir_ / "nodir" / "x.gguf").string() + "'"}) {
     auto r = sh(m + o);
     EXPECT_EQ(r.code, 1) << r.text;

@@ -427,6 +427,12 @@ def run_checks(port, key):
     msg = error_of(d).get("message", "")
     check(st == 400 and "1024" in msg and re.search(r"has \d{4,} tokens", msg) is not None,
           "prompt longer than the context -> 400 naming the sizes (%r)" % msg)
+    # The same 9 KB body as `curl -d` sends it (form-urlencoded): read as JSON, not refused with
+    # the HTTP library's 8 KiB form limit.
+    st, _, d = status_of({"messages": [{"role": "user", "content": "bread " * 1500}]},
+                         headers={**auth, "Content-Type": "application/x-www-form-urlencoded"})
+    check(st == 400 and "1024" in error_of(d).get("message", ""),
+          "9 KB form-urlencoded body -> read as JSON (%d %r)" % (st, error_of(d).get("message", "")))
     st, _, d = status_of({**good, "max_tokens": 5000})
     msg = error_of(d).get("message", "")
     check(st == 400 and "5000" in msg and "1024" in msg, "max_tokens beyond the context -> 400 (%r)" % msg)
