@@ -28,6 +28,7 @@
 #include "kernels/device.h"
 #include "staging/host_memory.h"
 #include "support/test_env.h"
+#include "tests/cuda_engine/emu_greedy.h"
 #include "tests/cuda_engine/emu_plan.h"
 
 namespace ds4 {
@@ -71,31 +72,15 @@ const std::vector<int32_t>& prompt() {
 GenRun generate(const std::string& backend, int tp, const std::string& plan) {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
-  ModelOptions o;
-  o.backend = backend;
-  o.tp = tp;
-  o.threads = 1;
-  o.expert_plan = plan;
-  auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-  if (!m.ok()) return r;
-  r.has_plan = (*m)->expert_plan() != nullptr;
-  r.n_hash = (*m)->config().n_hash_layers;
+  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan);
+  if (!m) return r;
+  r.has_plan = m->expert_plan() != nullptr;
+  r.n_hash = m->config().n_hash_layers;
   {
-    Dsv4Session s(*m);
-    s.set_trace(&r.trace);
-    std::vector<float> last;
-    EXPECT_TRUE(s.eval(prompt(), nullptr, &last).ok());
-    r.logits.push_back(last);
-    for (int i = 0; i < kGen; ++i) {
-      r.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
-      if (i + 1 == kGen) break;
-      EXPECT_TRUE(s.eval(std::span<const int32_t>(&r.tokens.back(), 1), nullptr, &last).ok());
-      r.logits.push_back(last);
-    }
-    s.set_trace(nullptr);
+    Dsv4Session s(m);
+    emu_test::greedy(s, prompt(), kGen, &r.trace, r.tokens, r.logits);
   }
-  for (int k = 0; k < tp; ++k) r.stats.push_back((*m)->device(k).staged_bind_stats());
+  for (int k = 0; k < tp; ++k) r.stats.push_back(m->device(k).staged_bind_stats());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -33,6 +33,7 @@
 #include "placement/plan_file.h"
 #include "support/test_env.h"
 #include "tests/cuda_engine/emu_cuda_factory.h"
+#include "tests/cuda_engine/emu_greedy.h"
 #include "tests/cuda_engine/emu_plan.h"
 
 namespace ds4 {
@@ -136,40 +137,29 @@ const std::vector<int32_t>& prompt() {
 GenRun generate(const std::string& backend, int tp, const std::string& plan) {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
-  ModelOptions o;
-  o.backend = backend;
-  o.tp = tp;
-  o.threads = 1;
-  o.expert_plan = plan;
-  auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-  if (!m.ok()) return r;
-  r.config = (*m)->config();
-  r.has_plan = (*m)->expert_plan() != nullptr;
+  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan);
+  if (!m) return r;
+  r.config = m->config();
+  r.has_plan = m->expert_plan() != nullptr;
   {
-    Dsv4Session s(*m);
-    s.set_trace(&r.trace);
-    std::vector<float> last;
-    EXPECT_TRUE(s.eval(prompt(), nullptr, &last).ok());
-    r.logits.push_back(last);
-    std::vector<dev::WeightTierBytes> t0r;
-    for (int k = 0; k < tp; ++k) t0r.push_back((*m)->device(k).weight_tier_bytes());
-    const DeviceTierTraffic d0 = (*m)->device_tier_traffic();
-    const std::vector<RankDeviceCounters> k0 = (*m)->rank_device_counters();
-    const WeightTraffic w0 = s.weight_traffic();
-    for (int i = 0; i < kGen; ++i) {
-      r.tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
-      if (i + 1 == kGen) break;
-      EXPECT_TRUE(s.eval(std::span<const int32_t>(&r.tokens.back(), 1), nullptr, &last).ok());
-      r.logits.push_back(last);
-    }
+    Dsv4Session s(m);
+    std::vector<dev::WeightTierBytes> t0r;  // the counters after the prefill
+    DeviceTierTraffic d0;
+    std::vector<RankDeviceCounters> k0;
+    WeightTraffic w0;
+    emu_test::greedy(s, prompt(), kGen, &r.trace, r.tokens, r.logits, [&] {
+      for (int k = 0; k < tp; ++k) t0r.push_back(m->device(k).weight_tier_bytes());
+      d0 = m->device_tier_traffic();
+      k0 = m->rank_device_counters();
+      w0 = s.weight_traffic();
+    });
     for (int k = 0; k < tp; ++k) {
-      const dev::WeightTierBytes a = t0r[size_t(k)], b = (*m)->device(k).weight_tier_bytes();
+      const dev::WeightTierBytes a = t0r[size_t(k)], b = m->device(k).weight_tier_bytes();
       r.rank_tiers.push_back({b.device_resident - a.device_resident, b.staged - a.staged, b.host - a.host,
                               b.h2d_persistent - a.h2d_persistent, b.h2d_staged - a.h2d_staged});
     }
-    const DeviceTierTraffic d1 = (*m)->device_tier_traffic();
-    const std::vector<RankDeviceCounters> k1 = (*m)->rank_device_counters();
+    const DeviceTierTraffic d1 = m->device_tier_traffic();
+    const std::vector<RankDeviceCounters> k1 = m->rank_device_counters();
     EXPECT_EQ(k0.size(), size_t(tp));
     EXPECT_EQ(k1.size(), size_t(tp));
     for (size_t k = 0; k < k1.size() && k < k0.size(); ++k) {
@@ -182,7 +172,6 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
                d1.h2d_staged - d0.h2d_staged};
     const WeightTraffic w1 = s.weight_traffic();
     r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts};
-    s.set_trace(nullptr);
   }
   r.seconds = secs_since(t0);
   return r;
@@ -340,15 +329,7 @@ TEST(CudaEmuTp, Tp4StagedExpertsGiveTheCpuTokensAndTheSameBitsUnderTwoSeeds) {
 // from the GGUF's tensors.
 TEST(CudaEmuTp, RanksUploadOnlyTheirShardsAndExperts) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
-  auto open = [](int tp) {
-    ModelOptions o;
-    o.backend = "cuda";
-    o.tp = tp;
-    o.threads = 1;
-    auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
-    EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-    return m.ok() ? *m : nullptr;
-  };
+  auto open = [](int tp) { return emu_test::open_tiny("cuda", tp, ""); };
   const auto one = open(1);
   ASSERT_TRUE(one);
   const uint64_t all = one->device(0).weight_tier_bytes().h2d_persistent;

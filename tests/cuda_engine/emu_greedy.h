@@ -1,0 +1,55 @@
+// tests/cuda_engine/emu_greedy.h — the greedy run the emulated-CUDA engine tests compare across
+// backends: the dsv4-tiny fixture opened with a backend, tp and optional --plan (one thread per
+// rank), a prompt evaluated, then greedy tokens one step at a time, the router traced. Shared by
+// cuda_emu_tp_test and cuda_emu_pipeline_test.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/dsv4_model.h"
+#include "support/test_env.h"
+
+namespace ds4::emu_test {
+
+/// Opens test::tiny_gguf() on `backend` at tensor parallelism `tp`, with plan file `plan` ("" =
+/// none) and one thread; null (and a test failure) when it does not open.
+inline std::shared_ptr<Dsv4Model> open_tiny(const std::string& backend, int tp, const std::string& plan) {
+  ModelOptions o;
+  o.backend = backend;
+  o.tp = tp;
+  o.threads = 1;
+  o.expert_plan = plan;
+  auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  return m.ok() ? *m : nullptr;
+}
+
+/// Evaluates `prompt` in session `s` (router traced into `trace`), then takes `gen` greedy tokens:
+/// `tokens` [gen], `logits` [gen] (the last-position logits each token was taken from).
+/// `after_prefill` runs once between the prompt and the first decode step (counter snapshots).
+inline void greedy(Dsv4Session& s, std::span<const int32_t> prompt, int gen, ForwardTrace* trace,
+                   std::vector<int32_t>& tokens, std::vector<std::vector<float>>& logits,
+                   const std::function<void()>& after_prefill = {}) {
+  s.set_trace(trace);
+  std::vector<float> last;
+  EXPECT_TRUE(s.eval(prompt, nullptr, &last).ok());
+  logits.push_back(last);
+  if (after_prefill) after_prefill();
+  for (int i = 0; i < gen; ++i) {
+    tokens.push_back(int32_t(std::max_element(last.begin(), last.end()) - last.begin()));
+    if (i + 1 == gen) break;
+    EXPECT_TRUE(s.eval(std::span<const int32_t>(&tokens.back(), 1), nullptr, &last).ok());
+    logits.push_back(last);
+  }
+  s.set_trace(nullptr);
+}
+
+}  // namespace ds4::emu_test
