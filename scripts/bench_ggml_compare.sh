@@ -16,7 +16,11 @@
 #   DS4_LCP_VERSION     llama-cpp-python version to download (default: newest)
 #   DS4_PIP             pip to use (default .venv/bin/pip, else python3 -m pip)
 #   DS4_GGML_OPENMP     ON/OFF: ggml threads by OpenMP or by its own threadpool (default OFF)
-#   DS4_GGML_BUILD      ggml build folder (default $DS4_GGML_CACHE/build-openmp-<ON|OFF>)
+#   DS4_GGML_ISA        native (default: GGML_NATIVE=ON) or avx2 (GGML_NATIVE=OFF, AVX2+FMA+F16C, no
+#                       AVX-512/VNNI: ggml's AVX2 kernels, to compare our avx2 family like for like on
+#                       an AVX-512 CPU)
+#   DS4_GGML_BUILD      ggml build folder (default $DS4_GGML_CACHE/build-openmp-<ON|OFF>, with -avx2
+#                       appended for DS4_GGML_ISA=avx2)
 #   DS4_BUILD           our build folder (default build-ggml-compare; configured if missing)
 #   DS4_COMPARE_ROUNDS  alternating rounds (default 3); DS4_COMPARE_MIN_TIME seconds per case (0.3)
 #   DS4_COMPARE_TYPES   comma list of ggml type names (default q8_0,q2_K,iq2_xxs,iq2_xs,iq1_s,iq1_m,mxfp4)
@@ -40,6 +44,12 @@ case "$FLAVOR" in
   mainline) OPENMP="${DS4_GGML_OPENMP:-OFF}" ;;
   ik) OPENMP="${DS4_GGML_OPENMP:-ON}" ;;
   *) echo "bench_ggml_compare: DS4_GGML_FLAVOR must be mainline or ik, not '$FLAVOR'" >&2; exit 2 ;;
+esac
+ISA="${DS4_GGML_ISA:-native}"
+case "$ISA" in
+  native) ISA_SUFFIX="" ;;
+  avx2) ISA_SUFFIX="-avx2" ;;
+  *) echo "bench_ggml_compare: DS4_GGML_ISA must be native or avx2, not '$ISA'" >&2; exit 2 ;;
 esac
 BUILD="${DS4_BUILD:-$ROOT/build-ggml-compare}"
 ROUNDS="${DS4_COMPARE_ROUNDS:-3}"
@@ -83,16 +93,16 @@ fi
 
 # ---- 2. ggml CPU library + our driver ----
 if [[ "$FLAVOR" == ik ]]; then
-  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-ik-openmp-$OPENMP}"
+  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-ik-openmp-$OPENMP$ISA_SUFFIX}"
   DRIVER=ik_matvec LOGS="$CACHE/ik-" LABEL="ik_llama.cpp"
   THREADING="$([[ "$OPENMP" == ON ]] && echo OpenMP || echo "threads created per graph compute")"
 else
-  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-openmp-$OPENMP}"
+  GBUILD="${DS4_GGML_BUILD:-$CACHE/build-openmp-$OPENMP$ISA_SUFFIX}"
   DRIVER=ggml_matvec LOGS="$CACHE/" LABEL="ggml"
   THREADING="$([[ "$OPENMP" == ON ]] && echo OpenMP || echo "its own threadpool")"
 fi
 cmake -S "$ROOT/bench/ggml_compare" -B "$GBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_GGML_FLAVOR="$FLAVOR" \
-  -DDS4_GGML_SRC="$SRC/ggml" -DGGML_OPENMP="$OPENMP" >"${LOGS}configure.log" 2>&1 ||
+  -DDS4_GGML_SRC="$SRC/ggml" -DGGML_OPENMP="$OPENMP" -DDS4_GGML_ISA="$ISA" >"${LOGS}configure.log" 2>&1 ||
   { tail -n 30 "${LOGS}configure.log" >&2; exit 1; }
 cmake --build "$GBUILD" -j "$THREADS" --target "$DRIVER" >"${LOGS}build.log" 2>&1 ||
   { tail -n 30 "${LOGS}build.log" >&2; exit 1; }
