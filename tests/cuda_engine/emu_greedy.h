@@ -1,6 +1,6 @@
 // tests/cuda_engine/emu_greedy.h — the greedy run the emulated-CUDA engine tests compare across
 // backends: the dsv4-tiny fixture opened with a backend, tp and optional --plan (one thread per
-// rank), a prompt evaluated, then greedy tokens one step at a time, the router traced. Shared by
+// rank), a prompt (the first golden prompt's first ids) evaluated, then greedy tokens one step at a time, the router traced. Shared by
 // cuda_emu_tp_test and cuda_emu_pipeline_test.
 #pragma once
 
@@ -15,9 +15,16 @@
 #include <gtest/gtest.h>
 
 #include "engine/dsv4_model.h"
+#include "golden_data.h"
 #include "support/test_env.h"
 
 namespace ds4::emu_test {
+
+/// The first `n` token ids of the fixture's first golden prompt (all of them when it is shorter).
+inline std::vector<int32_t> golden_prompt(size_t n) {
+  const std::vector<int32_t> ids = test::load_goldens()[0].ids;
+  return std::vector<int32_t>(ids.begin(), ids.begin() + std::min(n, ids.size()));
+}
 
 /// Opens test::tiny_gguf() on `backend` at tensor parallelism `tp`, with plan file `plan` ("" =
 /// none) and one thread; null (and a test failure) when it does not open.

@@ -62,10 +62,7 @@ struct GenRun {
 };
 
 const std::vector<int32_t>& prompt() {
-  static const std::vector<int32_t> p = [] {
-    const std::vector<int32_t> ids = test::load_goldens()[0].ids;
-    return std::vector<int32_t>(ids.begin(), ids.begin() + std::min<size_t>(kPrompt, ids.size()));
-  }();
+  static const std::vector<int32_t> p = emu_test::golden_prompt(kPrompt);
   return p;
 }
 
