@@ -18,6 +18,7 @@
 #include "bench/op_cases.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
+#include "kernels/cpu/iq_lookup.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 
@@ -31,7 +32,10 @@ const SimdMode g_initial_mode = cpu::simd_mode();
 
 /// Restores Auto after each test that changes the policy.
 struct ModeGuard {
-  ~ModeGuard() { cpu::set_simd_mode(SimdMode::Auto); }
+  ~ModeGuard() {
+    cpu::set_simd_mode(SimdMode::Auto);
+    cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
+  }
 };
 
 /// Q8_1 activations of `batch` x `cols`: Gaussian rows with per-block magnitudes spread over
@@ -91,9 +95,14 @@ void check_case(const bench::OpCase& c, uint64_t seed, bool sane) {
   cpu::matvec_q8_1(c.type, w.data(), c.rows, c.cols, a.data(), ref.data(), 1);
 
   int nonzero = 0;
-  for (const Family& f : kFamilies) {
+  for (const Family& f : kFamilies)
+  for (cpu::IqLookup lookup : {cpu::IqLookup::Gather, cpu::IqLookup::Loads, cpu::IqLookup::Auto}) {
     if (!cpu::backend_usable(f.backend)) continue;
-    const std::string fam = cpu::dot_backend_name(f.backend);
+    // The AVX2 family has only the scalar-load IQ kernels: one pass.
+    if (f.backend == cpu::DotBackend::Avx2 && lookup != cpu::IqLookup::Auto) continue;
+    cpu::set_iq_lookup_mode(lookup);
+    const std::string fam = std::string(cpu::dot_backend_name(f.backend)) + " IQ look-ups " +
+                            (lookup == cpu::IqLookup::Gather ? "gather" : lookup == cpu::IqLookup::Loads ? "loads" : "auto");
     cpu::set_simd_mode(f.mode);
     ASSERT_EQ(cpu::dot_backend(c.type), f.backend) << fam;
     for (int threads : {1, 2, 3}) {
@@ -180,6 +189,58 @@ TEST(CpuSimdSelection, ParsesKernelFamilyNames) {
   EXPECT_EQ(m, SimdMode::Avx512Vnni);
   ASSERT_TRUE(cpu::parse_simd_mode(cpu::dot_backend_name(cpu::DotBackend::Scalar), &m));
   EXPECT_EQ(m, SimdMode::ForceScalar);
+}
+
+TEST(CpuSimdSelection, ParsesIqLookupNames) {
+  const struct {
+    const char* text;
+    cpu::IqLookup mode;
+  } good[] = {{"auto", cpu::IqLookup::Auto}, {"", cpu::IqLookup::Auto}, {" Gather", cpu::IqLookup::Gather},
+              {"LOADS\n", cpu::IqLookup::Loads}};
+  for (const auto& g : good) {
+    cpu::IqLookup m = g.mode == cpu::IqLookup::Gather ? cpu::IqLookup::Loads : cpu::IqLookup::Gather;
+    EXPECT_TRUE(cpu::parse_iq_lookup(g.text, &m)) << "'" << g.text << "'";
+    EXPECT_EQ(m, g.mode) << "'" << g.text << "'";
+  }
+  for (const char* bad : {"gathers", "load", "scalar", "1"}) {
+    cpu::IqLookup m = cpu::IqLookup::Loads;
+    EXPECT_FALSE(cpu::parse_iq_lookup(bad, &m)) << "'" << bad << "'";
+    EXPECT_EQ(m, cpu::IqLookup::Loads) << "'" << bad << "': a refused value must leave the mode alone";
+  }
+}
+
+TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
+  ModeGuard guard;
+  const char* env = std::getenv("DS4_CPU_IQ_LOOKUP");
+  cpu::IqLookup initial = cpu::IqLookup::Auto;
+  if (env != nullptr) cpu::parse_iq_lookup(env, &initial);
+  EXPECT_EQ(cpu::iq_lookup_mode(), initial);
+  bool any = false;
+  for (const Family& f : kFamilies) {
+    if (f.backend == cpu::DotBackend::Avx2 || !cpu::backend_usable(f.backend)) continue;
+    cpu::set_simd_mode(f.mode);
+    for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+      cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
+      const cpu::RowsDotFn g = cpu::simd_rows_dot(t);
+      EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), "gather");
+      cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
+      const cpu::RowsDotFn l = cpu::simd_rows_dot(t);
+      EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), "loads");
+      ASSERT_NE(g, nullptr);
+      ASSERT_NE(l, nullptr);
+      EXPECT_NE(g, l) << ggml_type_name(uint32_t(t)) << ": the two look-up variants must be different kernels";
+      // Auto measures once and then keeps its answer: one of the two, the same every call.
+      cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
+      const cpu::RowsDotFn a = cpu::simd_rows_dot(t);
+      EXPECT_TRUE(a == g || a == l);
+      EXPECT_EQ(cpu::simd_rows_dot(t), a);
+      EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), a == l ? "loads" : "gather");
+      any = true;
+    }
+    // Types without the choice are not affected.
+    EXPECT_STREQ(cpu::iq_lookup_used(f.backend, GgmlType::Q8_0), "");
+  }
+  if (!any) GTEST_SKIP() << "no VNNI kernel family on this CPU: the IQ look-up choice does not apply";
 }
 
 /// The flags of the first "flags" line of /proc/cpuinfo (empty when there is none).

@@ -15,6 +15,7 @@
 #include "bench/op_cases.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
+#include "kernels/cpu/iq_lookup.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 
@@ -67,10 +68,13 @@ void check_rows(GgmlType type, int64_t rows, int64_t cols, int64_t pad, bool san
   for (int64_t r = 0; r < rows; ++r) ref[size_t(r)] = cpu::vec_dot_q8_1(type, w.data() + r * stride, a.data(), cols);
 
   int nonzero = 0, families = 0;
-  for (cpu::DotBackend b : {cpu::DotBackend::Avx2, cpu::DotBackend::AvxVnni, cpu::DotBackend::Avx512Vnni}) {
+  for (cpu::DotBackend b : {cpu::DotBackend::Avx2, cpu::DotBackend::AvxVnni, cpu::DotBackend::Avx512Vnni})
+  for (cpu::IqLookup lookup : {cpu::IqLookup::Gather, cpu::IqLookup::Loads}) {  // both IQ variants (iq_lookup.h)
     if (!cpu::backend_usable(b)) continue;
     ++families;
+    cpu::set_iq_lookup_mode(lookup);
     const cpu::RowsDotFn rows_fn = cpu::family_rows_dot(b, type);
+    cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
     ASSERT_NE(rows_fn, nullptr) << what << " " << cpu::dot_backend_name(b);
     std::vector<float> out(size_t(rows) + 1, -777.0f);
     rows_fn(w.data(), stride, rows, a.data(), cols, out.data());
