@@ -282,7 +282,12 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                 "or off; llama.cpp's GGML_CUDA_DISABLE_GRAPHS=1 is --cuda-graphs off here). Same bits either way; "
                 "no effect on the CPU backend")
       ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v == "on" || v == "off") return std::string();
+            return "expected on or off, found " + (v.empty() ? std::string("an empty string") : "'" + v + "'");
+          },
+          "on|off"));
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
