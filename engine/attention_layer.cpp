@@ -129,7 +129,9 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
       DS4_TRY_VOID(indexer_select(l, iq.rows_view(a, b), iw.rows_view(a, b), s, ls, sel));
       if (ForwardTrace* tr = s.chunk->trace; tr && !tr->indexer.empty()) {
         std::vector<int32_t> h(static_cast<size_t>((b - a) * c_.idx_topk));
+        graph_end();  // a host wait: the layer's graph region is split around it
         dev_.download(s_, sel, h.data(), h.size() * 4);
+        graph_begin(2 * static_cast<uint64_t>(l) + 1);
         for (int64_t t = 0; t < b - a; ++t) {
           std::vector<int32_t>& rec = tr->indexer[l][s.pos0 + t];
           rec.clear();

@@ -146,6 +146,14 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
   dev_.upload(s_, tok, tok_h.data(), static_cast<uint64_t>(n) * 4);
   dev_.upload(s_, pos, pos_h.data(), static_cast<uint64_t>(n) * 4);
   prefetch_hash_layers(tok_h);  // hash-routed layers' staged experts: copies behind attention
+  // Graph regions (set_graphs): a decode step of one token; the guard ends an open region on
+  // every return (its ops are queued, as without a region).
+  graph_step_ = graphs_ && n == 1;
+  struct GraphGuard {
+    Forward* f;
+    ~GraphGuard() { f->graph_end(); }
+  } graph_guard{this};
+  graph_begin(0);
 
   // X [n, hc*dim]: every copy starts as the token embedding. Vocabulary-parallel: the owner of a
   // token's row decodes it, the rows are gathered and each token takes its owner's copy (exact,
@@ -212,6 +220,7 @@ Result<void> Forward::eval(std::span<const SeqChunk> batch) {
     DS4_TRY_VOID(dev_.all_gather(s_, *comm_, part, all));
     for (int64_t r = 0; r < R; ++r) dev_.copy(s_, all.plane(r), lg.cols_view(r * vr, (r + 1) * vr));
   }
+  graph_end();  // the head's region ends at the logits download
   // The one logits download of the step, then each chunk's rows (straight into the chunk's
   // vector when one chunk wants logits).
   const size_t total = static_cast<size_t>(rows * c_.vocab);

@@ -105,6 +105,15 @@ class Forward {
   /// Bytes of routed-expert weight matrices this Forward multiplied so far (each (expert, token
   /// block) launch counts gate + up + down once).
   uint64_t expert_weight_bytes() const { return expert_weight_bytes_; }
+  /// Decode steps of one token (a batch of one row) run as graph regions (dev::Device::begin_graph,
+  /// CUDA graphs; a backend without them ignores this) when `on` (default). The regions are the
+  /// spans between the step's host waits: the embedding and layer 0 up to its router, then for
+  /// each layer l > 0 the end of layer l-1's MoE (after the routed launches: all-reduce, combine,
+  /// shared-expert add, hc_post) and layer l up to its router, then the last layer's end and the
+  /// head up to the logits download; with a ForwardTrace the compressed layers' indexer download
+  /// splits that layer's region in two. Uploads, the routed-expert binds and launches and the
+  /// downloads stay outside. Same results either way.
+  void set_graphs(bool on) { graphs_ = on; }
 
  private:
   /// The batch's rows [r0, r1) belong to chunk `i`.
@@ -133,6 +142,17 @@ class Forward {
     std::vector<uint64_t> bytes;
   };
 
+  /// Opens graph region `key` when this eval captures (graph_step_; see set_graphs): keys 2l (layer
+  /// l up to its router), 2l + 1 (after a traced indexer download of layer l), 2 n_layer (the head).
+  void graph_begin(uint64_t key) {
+    if (graph_step_ && !in_graph_) in_graph_ = dev_.begin_graph(s_, key);
+  }
+  /// Ends the open graph region (its work is queued), if any.
+  void graph_end() {
+    if (in_graph_) dev_.end_graph(s_);
+    in_graph_ = false;
+  }
+
   /// True for Activations::Fp8 (REF's QAT simulation: the act_qdq steps of attention_layer.cpp).
   bool qat() const { return act_ == dev::ActFormat::FP8_QDQ; }
 
@@ -145,6 +165,9 @@ class Forward {
   dev::ActFormat act_;
   TpShard shard_;
   comm::Comm* comm_ = nullptr;  // null when R = 1
+  bool graphs_ = true;       // set_graphs
+  bool graph_step_ = false;  // this eval runs its spans as graph regions
+  bool in_graph_ = false;    // a region is open on s_
   Workspace ws_;
   std::vector<int32_t> ids_host_;  // routed expert ids of the current layer (downloaded)
   // Per-eval host scratch kept between calls (no allocation in steady state).

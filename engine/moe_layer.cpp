@@ -25,6 +25,7 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   dev_.router(s_, logits, L.probs_bias, L.tid2eid, tok, c_.route_norm, c_.route_scale, ids, rw);
   // Sync point: the expert ids drive the expert store (which experts to fetch or stage).
   ids_host_.resize(static_cast<size_t>(n * K));
+  graph_end();  // the layer's graph region ends at the router (set_graphs)
   dev_.download(s_, ids, ids_host_.data(), ids_host_.size() * 4);
   for (int64_t t = 0; t < n; ++t)
     for (int k = 0; k < K; ++k)
@@ -157,6 +158,9 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
                          std::span<const int32_t>(ids_host_).subspan(static_cast<size_t>(t0 * K),
                                                                       static_cast<size_t>((t1 - t0) * K)));
     }
+    // After the last block's routed launches: the next graph region (the rest of this layer, then
+    // the next layer up to its router, or the head) begins.
+    if (t1 == n) graph_begin(2 * static_cast<uint64_t>(l + 1));
     if (comm_) DS4_TRY_VOID(dev_.all_reduce_sum(s_, *comm_, Yb));
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }

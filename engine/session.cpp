@@ -330,6 +330,7 @@ Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity) : model
       forwards_.push_back(std::make_unique<Forward>(model_->config(), model_->weights(), model_->device_weights(r),
                                                     model_->device(r), model_->act_format(), model_->shard(r),
                                                     model_->comm(r)));
+    forwards_.back()->set_graphs(model_->options().cuda_graphs);
   }
 }
 

@@ -58,6 +58,9 @@ struct ModelOptions {
   /// with tp > 1 the owners come from the plan, and a plan that stages experts (host/nvme)
   /// needs tp = 1.
   std::string expert_plan;
+  /// Decode steps of one token run as graph regions on backends that have them (CUDA graphs,
+  /// dev::Device::begin_graph; Forward::set_graphs): `--cuda-graphs on|off`. Same bits either way.
+  bool cuda_graphs = true;
 };
 
 /// Memory one tensor-parallel rank holds (bytes).

@@ -164,6 +164,14 @@ struct WeightTierBytes {
   uint64_t h2d_staged = 0;       ///< bytes copied host -> device by Staged binds
 };
 
+/// Counters of a backend's graph regions (Device::begin_graph; CUDA graphs; CPU: all zero).
+struct GraphStats {
+  uint64_t launches = 0;         ///< regions ended: captured, then launched as one graph
+  uint64_t instantiations = 0;   ///< executable graphs made: a key's first region, or after a refused update
+  uint64_t updates = 0;          ///< executable graphs updated in place from the new capture
+  uint64_t update_failures = 0;  ///< updates refused (the region's topology changed): re-instantiated
+};
+
 /// A compute device. Ops are enqueued on `s` (the default stream when the engine has one stream);
 /// inputs must stay valid until the op has run (CPU: until the call returns). Outputs may not
 /// alias inputs unless the op says so. Shapes are checked (programmer errors abort).
@@ -205,6 +213,23 @@ class Device {
   virtual void wait(Stream& s, const Event& e) = 0;
   /// Blocks until the work queued on `s` is done.
   virtual void synchronize(Stream& s) = 0;
+
+  // ---- graph regions (CUDA graphs; issue 20 item 3) ----------------------------------------
+  /// Opens a graph region on `s`: until end_graph(s) the ops enqueued on `s` are recorded instead
+  /// of run (CUDA: stream capture), and end_graph queues them all at once (one graph launch), in
+  /// order, each with the arguments it had when it was enqueued: the results are those of the
+  /// same ops without a region. `key` names the region across steps: the backend keeps one
+  /// executable graph per key and updates it from each new capture. Inside a region: ops on `s`
+  /// only (alloc is allowed), no upload, download, synchronize, record, wait, bind or moe_experts
+  /// (each a host-side step or a dependency across the region; the backend aborts naming the
+  /// call). One region per device at a time. Returns false and opens nothing when the backend has
+  /// no graphs (default; the CPU backend, whose ops run at enqueue) or may not capture now
+  /// (CUDA with DS4_CUDA_CHECK_NAN=1); then end_graph must not be called.
+  virtual bool begin_graph(Stream& s, uint64_t key) { return false; }
+  /// Closes the region begin_graph opened on `s` and queues its work (see begin_graph).
+  virtual void end_graph(Stream& s) {}
+  /// Counters of the graph regions so far (default: zeros).
+  virtual GraphStats graph_stats() const { return {}; }
 
   // ---- ops (CPU reference: kernels/cpu/<name>.cpp) ----------------------------------------
   /// y[t, r] = W[r, :] . x[t, :] for t < x.ne1, r < W.ne1 (kernels/cpu/matmul.cpp). W any bound

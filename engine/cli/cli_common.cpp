@@ -180,6 +180,7 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
   mo.experts_tier = a.experts_tier;
   mo.expert_plan = a.plan;
   mo.backend = a.backend;
+  mo.cuda_graphs = a.cuda_graphs == "on";
   auto t0 = std::chrono::steady_clock::now();
   std::error_code sec;
   // A checkpoint folder (or a path file_size cannot size) reports no size: 0, printed as none.
@@ -276,6 +277,17 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
             return "expected cpu, cuda or auto, found " + (v.empty() ? std::string("an empty string") : "'" + v + "'");
           },
           "cpu|cuda|auto"));
+  s->add_option("--cuda-graphs", a.cuda_graphs,
+                "Decode steps of one token as CUDA graphs, one per span between host waits (on, the default, "
+                "or off; llama.cpp's GGML_CUDA_DISABLE_GRAPHS=1 is --cuda-graphs off here). Same bits either way; "
+                "no effect on the CPU backend")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v == "on" || v == "off") return std::string();
+            return "expected on or off, found " + (v.empty() ? std::string("an empty string") : "'" + v + "'");
+          },
+          "on|off"));
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "

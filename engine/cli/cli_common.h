@@ -54,6 +54,7 @@ struct ModelArgs {
   int64_t ctx_size = 0;             // -c/--ctx-size: tokens of context (0 = the model's context_length)
   std::string n_gpu_layers;         // -ngl as given (llama.cpp habit; answered with a note, not used)
   std::string backend = "auto";     // compute backend (ModelOptions::backend): cpu, cuda or auto
+  std::string cuda_graphs = "on";   // --cuda-graphs on|off (ModelOptions::cuda_graphs)
 };
 
 /// Which shared model options a subcommand declares (add_model_options).

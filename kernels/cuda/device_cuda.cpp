@@ -25,6 +25,8 @@
 #include "kernels/cuda/comm_nccl.h"
 #endif
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_stream.h"
+#include "kernels/cuda/graph_cuda.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/ops/ops_cuda.h"
@@ -48,92 +50,12 @@ using dev::ActFormat;
 using dev::Buffer;
 using dev::ExpertTensors;
 using dev::Tensor;
-
-const char kCudaBackendTag = 0;
-
-/// Makes CUDA device `ordinal` the calling host thread's current device (allocations, streams,
-/// events and launches use the current device; a rank thread of the engine, or the thread that
-/// loads the weights, may come with another one current).
-void use_device(int ordinal) {
-  int cur = -1;
-  DS4_CUDA_CHECK(cudaGetDevice(&cur));
-  if (cur != ordinal) DS4_CUDA_CHECK(cudaSetDevice(ordinal));
-}
-
-/// One cudaMalloc (contents undefined: Device::alloc zeroes it on the compute stream), or a view
-/// of `n` bytes of device memory owned elsewhere (a copy-engine slot); `staged` marks the slots of
-/// the staging ring (tier accounting).
-class CudaBuffer final : public Buffer {
- public:
-  CudaBuffer(uint64_t n, bool staged) : bytes_(n), staged_(staged) { DS4_CUDA_CHECK(cudaMalloc(&mem_, n ? n : 1)); }
-  /// Non-owning view of [mem, mem + n) (device memory that outlives the view).
-  CudaBuffer(void* mem, uint64_t n, bool staged) : bytes_(n), staged_(staged), mem_(mem), owned_(false) {}
-  ~CudaBuffer() override {
-    if (owned_) (void)cudaFree(mem_);
-  }
-  uint64_t bytes() const override { return bytes_; }
-  const void* backend() const override { return &kCudaBackendTag; }
-  uint8_t* base() const { return static_cast<uint8_t*>(mem_); }
-  bool staged() const { return staged_; }
-
- private:
-  uint64_t bytes_;
-  bool staged_;
-  void* mem_ = nullptr;
-  bool owned_ = true;
-};
-
-/// Grow-only device scratch of one stream: the ops queued on that stream reuse it in stream
-/// order. Growing first waits for the stream (host sync), so no queued kernel still uses the old
-/// allocation when it is freed; contents are undefined (every user writes before reading).
-struct Scratch {
-  std::unique_ptr<CudaBuffer> b;
-  /// At least `bytes` of device memory; `st` is the stream every user of this scratch runs on.
-  uint8_t* get(uint64_t bytes, cudaStream_t st) {
-    if (!b || b->bytes() < bytes) {
-      if (b) DS4_CUDA_CHECK(cudaStreamSynchronize(st));
-      const uint64_t grown = std::max<uint64_t>(bytes, b ? 2 * b->bytes() : 0);
-      b.reset();
-      b = std::make_unique<CudaBuffer>(grown, false);
-    }
-    return b->base();
-  }
-};
-
-/// A CUDA stream (non-blocking: not ordered with the legacy default stream) and the scratch
-/// buffers of the ops queued on it (per stream, so ops on two streams never share scratch).
-class CudaStream final : public dev::Stream {
- public:
-  /// A stream of CUDA device `ordinal` (made now when `create`; the device's compute stream is
-  /// made by the device).
-  CudaStream(bool create, int ordinal) : dev_(ordinal) {
-    if (create) {
-      use_device(ordinal);
-      DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-    }
-  }
-  ~CudaStream() override {
-    if (s_) {
-      (void)cudaStreamSynchronize(s_);  // queued kernels may still use the scratch below
-      (void)cudaStreamDestroy(s_);
-    }
-  }
-  cudaStream_t s_ = nullptr;
-  int dev_ = 0;  // CUDA ordinal of the stream's device
-  // all_reduce_sum: the R gathered partials [R, count].
-  Scratch coll;
-  // run_matmuls: packed x, Q8_1 activations, FP8-QDQ activations, packed w, packed y.
-  Scratch xpack, actq, xqdq, wpack, ypack;
-  // moe_experts: pair list, gathered x, route weights, gate, up, expert output.
-  Scratch moe_pairs, moe_x, moe_w, moe_g, moe_u, moe_y;
-};
-
-class CudaEvent final : public dev::Event {
- public:
-  CudaEvent() { DS4_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
-  ~CudaEvent() override { (void)cudaEventDestroy(e_); }
-  cudaEvent_t e_ = nullptr;
-};
+using detail::CudaBuffer;
+using detail::CudaEvent;
+using detail::CudaStream;
+using detail::kCudaBackendTag;
+using detail::Scratch;
+using detail::use_device;
 
 CudaBuffer* cbuf(const Tensor& t) {
   DS4_CHECK(t.buf != nullptr && t.buf->backend() == &kCudaBackendTag);
@@ -212,9 +134,11 @@ class CudaDevice final : public dev::Device {
     name_ = std::string("cuda:") + std::to_string(o.ordinal) + " (" + p.name + ", sm_" + std::to_string(p.major) +
             std::to_string(p.minor) + ", " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s_, cudaStreamNonBlocking));
+    DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&alloc_stream_, cudaStreamNonBlocking));
   }
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_.s_);  // readers of the staging slots; then the members go
+    (void)cudaStreamDestroy(alloc_stream_);
   }
   const char* name() const override { return name_.c_str(); }
   int threads() const override { return sms_; }
@@ -227,18 +151,21 @@ class CudaDevice final : public dev::Device {
   }
 
   // ---- memory ------------------------------------------------------------------------------
-  /// Zeroed on the compute stream, then waits for it: a memset on the legacy stream (cudaMemset)
-  /// is not ordered with the non-blocking streams, so kernels could write the buffer before the
-  /// zeroing lands; the wait makes the zeros visible to work on any stream (allocs are rare).
+  /// Zeroed on the device's own allocation stream, then waits for that stream: a memset on the
+  /// legacy stream (cudaMemset) is not ordered with the non-blocking streams, so kernels could
+  /// write the buffer before the zeroing lands; the wait makes the zeros visible to work on any
+  /// stream (allocs are rare). Not on the compute stream, which may be capturing a graph region
+  /// (a Workspace that grows inside one): the buffer is new, so nothing queued there reads it yet.
   std::unique_ptr<Buffer> alloc(uint64_t bytes) override {
     use_device(opts_.ordinal);
     auto b = std::make_unique<CudaBuffer>(bytes, false);
-    DS4_CUDA_CHECK(cudaMemsetAsync(b->base(), 0, bytes ? bytes : 1, stream_.s_));
-    DS4_CUDA_CHECK(cudaStreamSynchronize(stream_.s_));
+    DS4_CUDA_CHECK(cudaMemsetAsync(b->base(), 0, bytes ? bytes : 1, alloc_stream_));
+    DS4_CUDA_CHECK(cudaStreamSynchronize(alloc_stream_));
     return b;
   }
 
   Tensor bind(const dev::WeightMatrix& w) override {
+    no_region("bind");
     DS4_CHECK(w.data != nullptr || w.out == 0);
     const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.out);
     std::lock_guard<std::mutex> lock(bind_mu_);
@@ -289,6 +216,7 @@ class CudaDevice final : public dev::Device {
     return staged_stats_;
   }
   void upload(dev::Stream& s, const Tensor& dst, const void* src, uint64_t bytes) override {
+    no_region("upload");
     DS4_CHECK(dst.contiguous() || bytes <= dst.row_data_bytes());
     DS4_CHECK(dst.offset + bytes <= cbuf(dst)->bytes());
     DS4_CUDA_CHECK(cudaMemcpyAsync(ptr(dst), src, bytes, cudaMemcpyHostToDevice, cs(s)));
@@ -296,6 +224,7 @@ class CudaDevice final : public dev::Device {
     // runtime before cudaMemcpyAsync returns, so nothing else is needed here.
   }
   void download(dev::Stream& s, const Tensor& src, void* dst, uint64_t bytes) override {
+    no_region("download");
     DS4_CHECK(src.contiguous() || bytes <= src.row_data_bytes());
     DS4_CHECK(src.offset + bytes <= cbuf(src)->bytes());
     DS4_CUDA_CHECK(cudaMemcpyAsync(dst, ptr(src), bytes, cudaMemcpyDeviceToHost, cs(s)));
@@ -306,15 +235,41 @@ class CudaDevice final : public dev::Device {
   dev::Stream& stream() override { return stream_; }
   std::unique_ptr<dev::Stream> create_stream() override { return std::make_unique<CudaStream>(true, opts_.ordinal); }
   std::unique_ptr<dev::Event> record(dev::Stream& s) override {
+    no_region("record");
     cudaStream_t st = cs(s);  // the stream's device current before the event is made
     auto e = std::make_unique<CudaEvent>();
     DS4_CUDA_CHECK(cudaEventRecord(e->e_, st));
     return e;
   }
   void wait(dev::Stream& s, const dev::Event& e) override {
+    no_region("wait");
     DS4_CUDA_CHECK(cudaStreamWaitEvent(cs(s), static_cast<const CudaEvent&>(e).e_, 0));
   }
-  void synchronize(dev::Stream& s) override { DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s))); }
+  void synchronize(dev::Stream& s) override {
+    no_region("synchronize");
+    DS4_CUDA_CHECK(cudaStreamSynchronize(cs(s)));
+  }
+
+  // ---- graph regions (graph_cuda.h) ----------------------------------------------------------
+  /// Captures the compute stream (the only stream a region may use); not under
+  /// DS4_CUDA_CHECK_NAN (every op waits for its stream there).
+  bool begin_graph(dev::Stream& s, uint64_t key) override {
+    if (nan_check_enabled()) return false;
+    DS4_CHECK(&s == &stream_);
+    graphs_.begin(cs(s), key);
+    return true;
+  }
+  void end_graph(dev::Stream& s) override { graphs_.end(cs(s)); }
+  dev::GraphStats graph_stats() const override { return graphs_.stats(); }
+  /// Aborts naming `call` when a graph region is open: `call` waits on the host, copies host
+  /// memory or orders work across streams, none of which a captured graph may hold.
+  void no_region(const char* call) const {
+    if (!graphs_.open()) return;
+    std::fprintf(stderr, "ds4: CUDA backend: %s inside graph region %llu (a region holds ops on its stream only: no "
+                 "upload, download, synchronize, record, wait, bind or moe_experts)\n",
+                 call, static_cast<unsigned long long>(graphs_.key()));
+    std::abort();
+  }
 
   /// nan_check_enabled(): NaN scan of `t` (F32 rows) after `op`, reported once per op name.
   void nan_check(dev::Stream& s, const char* op, const Tensor& t) {
@@ -372,6 +327,7 @@ class CudaDevice final : public dev::Device {
     const int64_t n = x.ne1, dim = x.ne0, K = ids.ne0;
     DS4_CHECK(ids.ne1 == n && weights.ne0 == K && slots.ne1 == n * K && slots.ne0 == dim);
     DS4_CHECK(x.type == GgmlType::F32 && weights.type == GgmlType::F32 && slots.type == GgmlType::F32);
+    no_region("moe_experts");  // host-built slot lists, waits on staged copies
     if (experts.empty() || n == 0) return;
     CudaStream& cs_ = cst(s);
     cudaStream_t st = cs_.s_;
@@ -916,6 +872,8 @@ class CudaDevice final : public dev::Device {
   std::string name_;
   int sms_ = 0;
   CudaStream stream_;
+  cudaStream_t alloc_stream_ = nullptr;  // alloc()'s zeroing (never captured)
+  GraphRegions graphs_;
   mutable std::mutex bind_mu_;
   dev::BindMode mode_ = dev::BindMode::Persistent;
   std::map<std::tuple<const uint8_t*, int, int64_t, int64_t, uint64_t>, Tensor> bound_;

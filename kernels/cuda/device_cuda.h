@@ -1,10 +1,10 @@
 // kernels/cuda/device_cuda.h — the CUDA backend of kernels/device.h (device_cuda.cpp).
 //
-// Memory: every Buffer is one cudaMalloc; alloc() zeroes it with cudaMemsetAsync on the compute
-// stream and waits (the device API promises zeroed buffers, cudaMalloc does not zero, and a plain
-// cudaMemset runs on the legacy stream, which is not ordered with the backend's non-blocking
-// streams). Scratch buffers belong to a stream (the ops queued on it) and wait for it before
-// they grow. bind() copies the host weight (cudaMemcpyAsync on the compute stream) into
+// Memory: every Buffer is one cudaMalloc; alloc() zeroes it with cudaMemsetAsync on a private
+// non-blocking stream and waits for it (the device API promises zeroed buffers, cudaMalloc does
+// not zero, and a plain cudaMemset runs on the legacy stream, which is not ordered with the
+// backend's non-blocking streams). Scratch buffers belong to a stream (the ops queued on it) and
+// wait for it before they grow (inside a graph region they keep the old buffer instead). bind() copies the host weight (cudaMemcpyAsync on the compute stream) into
 // device memory the device owns until it is destroyed; in BindMode::Persistent the copy is kept
 // per host matrix (the same host matrix bound again returns the same device tensor: load-time
 // weights and VRAM-resident experts), in BindMode::Staged every bind copies the host bytes into
@@ -24,6 +24,9 @@
 // rank is a copy / nothing; R ranks take an NCCL endpoint of this device (comm::make_nccl_group)
 // and enqueue ncclAllGather on the op's stream (the all-reduce: gather into a per-stream scratch,
 // then the ordered_sum kernel, rank order, the CPU group's bits), with no host synchronisation.
+// Graph regions (Device::begin_graph; graph_cuda.h, README "Decode as CUDA graphs"): the compute
+// stream is captured (Relaxed mode) and each region launched as one CUDA graph, its executable
+// graph updated from every new capture; calls that wait on the host or cross streams abort inside.
 // DS4_CUDA_CHECK_NAN=1 (debugging): every op waits for its stream and reports, once per op name,
 // an output holding a NaN (the first such op of a run is where garbage entered).
 #pragma once

@@ -11,6 +11,7 @@ add_library(ds4_cuda_emu STATIC
   ${DS4_CUDA_EMU_DIR}/cuda_emu_scheduler.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_memory.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_streams.cpp
+  ${DS4_CUDA_EMU_DIR}/cuda_emu_graphs.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_devices.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_tables.cpp
   ${DS4_CUDA_EMU_DIR}/cuda_emu_fiber.cpp

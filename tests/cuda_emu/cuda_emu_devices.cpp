@@ -126,6 +126,14 @@ cudaError_t cudaDeviceSynchronize() {
   DS4_EMU_ENTER();
   dev_mem(s, t_device);
   const int d = t_device;
+  bool capturing = false;  // waiting for a capturing stream conflicts with its capture
+  for (Stream* q : s.dev[size_t(d)].streams)
+    if (q->capture) {
+      invalidate_capture(q, cudaErrorStreamCaptureUnsupported);
+      capturing = true;
+    }
+  if (capturing) return cudaErrorStreamCaptureUnsupported;
+  if (cudaError_t e = unsafe_call(s); e != cudaSuccess) return set_error(e);
   drive(lk, [&] { return device_idle(s, d); });
   return cudaSuccess;
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "tests/cuda_emu/cuda_emu.h"
@@ -46,6 +47,25 @@ struct Item {
   std::function<void()> run_fn;
 };
 
+/// One node of a captured graph (cuda_emu_graphs.cpp): how to queue its work again, as a fresh
+/// item, on the stream a cudaGraphLaunch names. `tag` and `kind` are what cudaGraphExecUpdate
+/// compares (the kernel function, or the collective's kind).
+struct GraphNode {
+  int kind = 0;                // Item::Kind
+  const void* tag = nullptr;   // kernel: its function; custom: a tag of the caller
+  std::function<void(Stream* target)> enqueue;  // caller holds lock()
+};
+
+/// An ongoing stream capture (cudaStreamBeginCapture .. cudaStreamEndCapture) of one stream: the
+/// work enqueued on it meanwhile is recorded as nodes instead of being queued.
+struct Capture {
+  Stream* origin = nullptr;
+  int mode = 0;  // cudaStreamCaptureMode
+  std::thread::id thread;  // the thread that began it
+  bool invalidated = false;  // a call conflicted with the capture: EndCapture fails
+  std::vector<GraphNode> nodes;
+};
+
 /// An emulated stream: an ordered queue of items on one device.
 struct Stream {
   int device = 0;
@@ -54,6 +74,7 @@ struct Stream {
   bool destroyed = false;
   std::deque<std::shared_ptr<Item>> q;
   std::shared_ptr<Item> tail;  // the last item enqueued (possibly done)
+  std::shared_ptr<Capture> capture;  // non-null while the stream is capturing
 };
 
 /// The one emulator lock: held by every API call and by the thread that executes stream work.
@@ -64,6 +85,9 @@ Stream* resolve_stream(cudaStream_t s);
 /// Appends `it` to `s` with the legacy-stream implicit dependencies; an item of a legacy stream
 /// also gets its random start delay (Item::not_before). Caller holds lock().
 void enqueue(Stream* s, std::shared_ptr<Item> it);
+/// When `q` is capturing: records `node` in its capture (dropped if the capture was invalidated)
+/// and returns true; false when `q` is not capturing. Caller holds lock().
+bool capture_node(Stream* q, GraphNode node);
 /// True when `it` is its stream's head and all its dependencies are done. Caller holds lock().
 bool head_and_deps_done(const Item& it);
 /// Runs stream work until pred() holds (waits for other host threads' work if none is runnable;

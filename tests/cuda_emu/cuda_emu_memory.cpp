@@ -59,6 +59,11 @@ cudaError_t check_copy(State& s, void* dst, const void* src, size_t n, cudaMemcp
 /// The shared body of the copy calls. sync = cudaMemcpy (legacy stream, blocking rules).
 cudaError_t copy(State& s, std::unique_lock<std::mutex>& lk, std::shared_ptr<Item> it, size_t src_bytes,
                  Mem dk, Mem sk, Stream* q, bool sync) {
+  // A capturing stream records the copy; host memory in a graph must be pinned (the emulator is
+  // stricter than CUDA here: a pageable source would be read at replay, a pageable destination
+  // would need a host wait).
+  if (q->capture && (sk == Mem::kPageable || dk == Mem::kPageable))
+    return invalidate_capture(q, cudaErrorStreamCaptureUnsupported);
   if (sk == Mem::kPageable) {  // staged at the call
     it->snapshot.resize(src_bytes);
     if (it->kind == Item::kCopy2D) {
@@ -108,6 +113,7 @@ using namespace ds4::emu::rt;
 // ---- memory ---------------------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t n) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (!p) return set_error(cudaErrorInvalidValue);
   *p = nullptr;
   if (n == 0) return cudaSuccess;
@@ -139,6 +145,7 @@ cudaError_t cudaMalloc(void** p, size_t n) {
 
 cudaError_t cudaFree(void* p) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (!p) return cudaSuccess;
   const int d = device_of_range(p, 1);
   if (d < 0) return set_error(cudaErrorInvalidValue);
@@ -172,6 +179,7 @@ cudaError_t cudaFree(void* p) {
 
 cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (!p) return set_error(cudaErrorInvalidValue);
   const size_t bytes = (std::max<size_t>(n, 1) + page() - 1) / page() * page();
   void* m = std::aligned_alloc(page(), bytes);
@@ -185,6 +193,7 @@ cudaError_t cudaMallocHost(void** p, size_t n) { return cudaHostAlloc(p, n, 0); 
 
 cudaError_t cudaFreeHost(void* p) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (!p) return cudaSuccess;
   auto it = s.pinned.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.pinned.end() || !it->second.second) return set_error(cudaErrorInvalidValue);
@@ -196,6 +205,7 @@ cudaError_t cudaFreeHost(void* p) {
 
 cudaError_t cudaHostRegister(void* p, size_t n, unsigned) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (!p || n == 0) return set_error(cudaErrorInvalidValue);
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (classify(s, p, 1) != Mem::kPageable) return set_error(cudaErrorHostMemoryAlreadyRegistered);
@@ -207,6 +217,7 @@ cudaError_t cudaHostRegister(void* p, size_t n, unsigned) {
 
 cudaError_t cudaHostUnregister(void* p) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   auto it = s.pinned.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.pinned.end() || it->second.second) return set_error(cudaErrorHostMemoryNotRegistered);
   for (int d = 0; d < s.ndev; ++d) drive(lk, [&] { return device_idle(s, d); });
@@ -256,6 +267,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   DS4_EMU_ENTER();
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (n == 0) return cudaSuccess;
   Mem dk, sk;
   if (cudaError_t e = check_copy(s, dst, src, n, kind, &dk, &sk); e != cudaSuccess) return set_error(e);
@@ -270,6 +282,8 @@ namespace {
 cudaError_t copy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                    cudaMemcpyKind kind, cudaStream_t h, bool sync) {
   DS4_EMU_ENTER();
+  if (sync)
+    if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) return set_error(cudaErrorInvalidValue);
   Stream* q = sync ? dev_mem(s, t_device).legacy : resolve_stream(h);
@@ -310,6 +324,8 @@ cudaError_t cudaMemcpyPeer(void* dst, int, const void* src, int, size_t n) {
 namespace {
 cudaError_t memset_impl(void* p, int value, size_t n, cudaStream_t h, bool sync) {
   DS4_EMU_ENTER();
+  if (sync)
+    if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   if (n == 0) return cudaSuccess;
   if (!p) return set_error(cudaErrorInvalidValue);
   Stream* q = sync ? dev_mem(s, t_device).legacy : resolve_stream(h);

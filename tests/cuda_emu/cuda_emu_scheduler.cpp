@@ -240,6 +240,10 @@ Stream* resolve_stream(cudaStream_t h) {
 
 void enqueue(Stream* q, std::shared_ptr<Item> it) {
   State& s = st();
+  if (q->capture) {  // recorded into the capture's graph, not queued (cuda_emu_graphs.cpp)
+    capture_item(q, std::move(it));
+    return;
+  }
   it->stream = q;
   if (q->legacy && s.legacy_delay_max) {
     // Half the items start at once; the others after 1..legacy_delay_max steps, log-uniform (short
@@ -326,6 +330,7 @@ void reset() {
   for (const CUevent_st* e : s.live_events) delete e;
   s.live_events.clear();
   s.max_dyn_smem.clear();
+  s.captures.clear();  // their streams are gone
   s.dev.assign(1, DeviceMem{});
   s.dev[0].vram = env_size("DS4_CUDA_EMU_VRAM_MB", 11264) << 20;
   s.ndev = 1;

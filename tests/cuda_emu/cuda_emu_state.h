@@ -3,7 +3,8 @@
 //   cuda_emu_scheduler.cpp  state, the lazy seeded scheduler, the internal interface, control;
 //   cuda_emu_memory.cpp     allocation, pinned memory, copies, memsets;
 //   cuda_emu_streams.cpp    streams, events, host functions;
-//   cuda_emu_devices.cpp    errors, devices and their properties, kernel launches (sm_75 limits).
+//   cuda_emu_devices.cpp    errors, devices and their properties, kernel launches (sm_75 limits);
+//   cuda_emu_graphs.cpp     stream capture and graphs.
 //
 // Semantics followed (CUDA Runtime API, "API synchronization behavior", "Stream synchronization
 // behavior"):
@@ -51,6 +52,7 @@ struct CUevent_st {
   bool timing = true;
   int device = 0;
   std::shared_ptr<ds4::emu::Item> rec;  // the latest record (null: never recorded)
+  std::weak_ptr<ds4::emu::Capture> captured;  // live while its last record is inside an ongoing capture
 };
 
 namespace ds4::emu::rt {
@@ -86,6 +88,7 @@ struct State {
   std::set<const CUstream_st*> live_streams;
   std::set<const CUevent_st*> live_events;
   std::map<const void*, int> max_dyn_smem;
+  std::set<ds4::emu::Capture*> captures;  // ongoing stream captures (cuda_emu_graphs.cpp)
   std::mt19937_64 rng{1};
   uint64_t steps = 0;              // scheduler steps executed (Item::not_before counts these)
   uint64_t legacy_delay_max = 4096;  // DS4_CUDA_EMU_LEGACY_DELAY; 0: legacy items are never delayed
@@ -130,6 +133,19 @@ bool stream_idle(const Stream* q);
 bool device_idle(State& s, int d);
 /// A new item of kind k.
 std::shared_ptr<Item> make_item(Item::Kind k);
+
+// ---- stream capture (cuda_emu_graphs.cpp) ------------------------------------------------------
+/// Records `it` (about to be enqueued on capturing stream q) as a graph node. Caller holds the lock.
+void capture_item(Stream* q, std::shared_ptr<Item> it);
+/// The check of a "potentially unsafe" call (allocation, free, synchronous copy or memset, pinning,
+/// a wait for a stream that is not capturing) during stream capture (CUDA Runtime API,
+/// cudaThreadExchangeStreamCaptureMode): cudaErrorStreamCaptureUnsupported when the calling
+/// thread has a capture not begun in cudaStreamCaptureModeRelaxed (that capture is invalidated)
+/// or another thread has one begun in cudaStreamCaptureModeGlobal; else cudaSuccess.
+cudaError_t unsafe_call(State& s);
+/// Ends q's capture as failed (a call conflicted with it): EndCapture returns
+/// cudaErrorStreamCaptureInvalidated. Returns `e` (the error of the conflicting call).
+cudaError_t invalidate_capture(Stream* q, cudaError_t e);
 
 }  // namespace ds4::emu::rt
 

@@ -1,6 +1,7 @@
 // tests/cuda_emu/cuda_emu_streams.cpp — the emulated CUDA runtime's streams (ordered queues run
 // by the scheduler), events (markers; a wait is on the record current at the call) and host
-// functions (run in stream order with device memory protected).
+// functions (run in stream order with device memory protected); their interplay with stream
+// capture (cuda_emu_graphs.cpp): conflicting waits fail and invalidate the capture.
 #include <algorithm>
 #include <chrono>
 
@@ -38,6 +39,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t h) {
   DS4_EMU_ENTER();
   Stream* q = resolve_stream(h);
   if (!q) return set_error(cudaErrorInvalidResourceHandle);
+  if (q->capture) return invalidate_capture(q, cudaErrorStreamCaptureUnsupported);
+  if (cudaError_t e = unsafe_call(s); e != cudaSuccess) return set_error(e);
   drive(lk, [&] { return stream_idle(q); });
   return cudaSuccess;
 }
@@ -46,6 +49,7 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
   DS4_EMU_ENTER();
   Stream* q = resolve_stream(h);
   if (!q) return set_error(cudaErrorInvalidResourceHandle);
+  if (q->capture) return invalidate_capture(q, cudaErrorStreamCaptureUnsupported);
   if (!stream_idle(q)) {  // let some work happen so a polling host makes progress
     step(s);
     set_access(s, false);
@@ -57,6 +61,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned) {
   DS4_EMU_ENTER();
   Stream* q = resolve_stream(h);
   if (!q || !s.live_events.count(e)) return set_error(cudaErrorInvalidResourceHandle);
+  const std::shared_ptr<Capture> cap = e->captured.lock();
+  if (q->capture) {  // inside a capture: only an event recorded earlier in the same capture
+    if (cap == q->capture) return cudaSuccess;  // in-stream order (the graph is linear)
+    return invalidate_capture(q, cap ? cudaErrorStreamCaptureMerge : cudaErrorStreamCaptureIsolation);
+  }
+  if (cap) return set_error(cudaErrorNotSupported);  // joining a stream into a capture: not emulated
   if (!e->rec || e->rec->done) return cudaSuccess;  // nothing to wait for (CUDA: an unrecorded event is complete)
   auto it = make_item(Item::kMarker);
   it->deps.push_back(e->rec);  // the record current at this call, as CUDA specifies
@@ -99,15 +109,30 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t h) {
   DS4_EMU_ENTER();
   Stream* q = resolve_stream(h);
   if (!q || !s.live_events.count(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (q->capture) {  // an event record node: each launch of the graph records e again
+    GraphNode n;
+    n.kind = Item::kMarker;
+    n.enqueue = [e](Stream* t) {
+      auto it = make_item(Item::kMarker);
+      enqueue(t, it);
+      if (st().live_events.count(e)) e->rec = it;
+    };
+    capture_node(q, std::move(n));
+    e->captured = q->capture;
+    return cudaSuccess;
+  }
   auto it = make_item(Item::kMarker);
   enqueue(q, it);
   e->rec = it;
+  e->captured.reset();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   DS4_EMU_ENTER();
   if (!s.live_events.count(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!e->captured.expired()) return set_error(cudaErrorCapturedEvent);
+  if (cudaError_t u = unsafe_call(s); u != cudaSuccess) return set_error(u);
   const std::shared_ptr<Item> r = e->rec;
   if (r) drive(lk, [&] { return r->done; });
   return cudaSuccess;
@@ -116,6 +141,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   DS4_EMU_ENTER();
   if (!s.live_events.count(e)) return set_error(cudaErrorInvalidResourceHandle);
+  if (!e->captured.expired()) return set_error(cudaErrorCapturedEvent);
   if (!e->rec || e->rec->done) return cudaSuccess;
   step(s);
   set_access(s, false);

@@ -14,10 +14,13 @@ const char* cudaGetErrorName(cudaError_t e) {
     C(cudaSuccess) C(cudaErrorInvalidValue) C(cudaErrorMemoryAllocation) C(cudaErrorInitializationError)
     C(cudaErrorInvalidConfiguration) C(cudaErrorInvalidSymbol) C(cudaErrorInvalidDevicePointer)
     C(cudaErrorInvalidMemcpyDirection) C(cudaErrorInvalidDeviceFunction) C(cudaErrorNoDevice)
-    C(cudaErrorInvalidDevice) C(cudaErrorInvalidResourceHandle) C(cudaErrorNotReady) C(cudaErrorIllegalAddress)
+    C(cudaErrorInvalidDevice) C(cudaErrorInvalidResourceHandle) C(cudaErrorIllegalState) C(cudaErrorNotReady) C(cudaErrorIllegalAddress)
     C(cudaErrorLaunchOutOfResources) C(cudaErrorPeerAccessAlreadyEnabled) C(cudaErrorHostMemoryAlreadyRegistered)
     C(cudaErrorHostMemoryNotRegistered) C(cudaErrorLaunchFailure) C(cudaErrorNotPermitted)
-    C(cudaErrorNotSupported) C(cudaErrorUnknown)
+    C(cudaErrorNotSupported) C(cudaErrorUnknown) C(cudaErrorStreamCaptureUnsupported)
+    C(cudaErrorStreamCaptureInvalidated) C(cudaErrorStreamCaptureMerge) C(cudaErrorStreamCaptureUnmatched)
+    C(cudaErrorStreamCaptureUnjoined) C(cudaErrorStreamCaptureIsolation) C(cudaErrorStreamCaptureImplicit)
+    C(cudaErrorCapturedEvent) C(cudaErrorStreamCaptureWrongThread) C(cudaErrorGraphExecUpdateFailure)
 #undef C
   }
   return "cudaErrorUnknown";
@@ -37,6 +40,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
@@ -47,6 +51,16 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotPermitted: return "operation not permitted";
     case cudaErrorNotSupported: return "operation not supported";
     case cudaErrorUnknown: return "unknown error";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorGraphExecUpdateFailure: return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
   }
   return "unrecognized error code";
 }

@@ -5,7 +5,8 @@
 // when every rank's item is at the head of its stream with its dependencies done. So a rank
 // that never makes the call leaves the others waiting, as on real hardware (the emulator's
 // deadlock report names it). Same call sequence on every rank is required (checked: the kind,
-// count, type, op and root of the n-th call must match, else the operation aborts).
+// count, type, op and root of the n-th call must match, else the operation aborts). A call on a
+// capturing stream is recorded into the graph (cuda_emu_graphs.cpp) and posted at each launch.
 #include <nccl.h>
 
 #include <chrono>
@@ -153,11 +154,15 @@ void finish(Op& op, const Item* running) {
   }
 }
 
-ncclResult_t post(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t red,
-                  int root, ncclComm_t comm, cudaStream_t stream) {
+/// A distinct tag per collective kind (the graph node's "function" for cudaGraphExecUpdate).
+const char kKindTags[5] = {};
+
+/// post() with ds4::emu::lock() held. On a capturing stream the call is recorded as a graph node
+/// that posts it again (taking the next sequence number then) at each launch of the graph.
+ncclResult_t post_locked(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t red,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
   if (!comm || !comm->clique) return ncclInvalidArgument;
   if (type_bytes(type) == 0 || int(red) < 0 || int(red) > 4) return ncclInvalidArgument;
-  std::unique_lock<std::mutex> lk(ds4::emu::lock());
   Clique& c = *comm->clique;
   if (c.joined < c.nranks) return ncclInvalidUsage;  // ncclGroupEnd not reached yet
   if ((kind == Kind::kBroadcast || kind == Kind::kReduce) && (root < 0 || root >= c.nranks)) return ncclInvalidArgument;
@@ -171,6 +176,16 @@ ncclResult_t post(Kind kind, const void* send, void* recv, size_t count, ncclDat
   if (count > 0) {
     if (needs_send && ds4::emu::device_of_range(send, send_bytes) != comm->device) return ncclInvalidArgument;
     if (needs_recv && ds4::emu::device_of_range(recv, recv_bytes) != comm->device) return ncclInvalidArgument;
+  }
+  if (q->capture) {
+    ds4::emu::GraphNode n;
+    n.kind = Item::kCustom;
+    n.tag = &kKindTags[int(kind)];
+    n.enqueue = [=](ds4::emu::Stream* t) {
+      (void)post_locked(kind, send, recv, count, type, red, root, comm, reinterpret_cast<cudaStream_t>(t));
+    };
+    ds4::emu::capture_node(q, std::move(n));
+    return ncclSuccess;
   }
   auto& slot = c.ops[comm->seq++];
   if (!slot) {
@@ -205,6 +220,13 @@ ncclResult_t post(Kind kind, const void* send, void* recv, size_t count, ncclDat
   };
   ds4::emu::enqueue(q, it);
   return ncclSuccess;
+}
+
+/// Posts rank comm's part of a collective on `stream` (see the file comment).
+ncclResult_t post(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t red,
+                  int root, ncclComm_t comm, cudaStream_t stream) {
+  std::unique_lock<std::mutex> lk(ds4::emu::lock());
+  return post_locked(kind, send, recv, count, type, red, root, comm, stream);
 }
 
 }  // namespace

@@ -245,12 +245,21 @@ TEST_F(Cli, RunStreamsTextAndPrintsFigures) {
               g.text.find("backend 'cuda': expected a build with the CUDA backend, found one built without CUDA") !=
                   std::string::npos)
       << g.text;
+  // --cuda-graphs on|off: accepted everywhere (no effect on the CPU backend); another value is
+  // refused naming the option and the value.
+  auto go = sh(m + "-p 'hello' -n 2 --backend cpu --cuda-graphs off");
+  EXPECT_EQ(go.code, 0) << go.text;
+  auto gb = sh(m + "-p 'hello' -n 2 --cuda-graphs maybe");
+  EXPECT_EQ(gb.code, 1) << gb.text;
+  EXPECT_NE(gb.text.find("--cuda-graphs"), std::string::npos) << gb.text;
+  EXPECT_NE(gb.text.find("expected on or off, found 'maybe'"), std::string::npos) << gb.text;
   // The help lists cuda (it exists) and no longer says "cpu until the CUDA backend".
   for (const char* cmd : {"run", "score"}) {
     auto h = sh(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << h.text;
     EXPECT_NE(h.text.find("Compute backend: cpu, cuda"), std::string::npos) << cmd << "\n" << h.text;
     EXPECT_EQ(h.text.find("until the CUDA backend"), std::string::npos) << cmd << "\n" << h.text;
+    EXPECT_NE(h.text.find("--cuda-graphs"), std::string::npos) << cmd << "\n" << h.text;
   }
 }
 
