@@ -42,7 +42,16 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
   s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
   s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
-  s->add_option("--timeout", o.timeout_s, "Read/write timeout per connection in seconds (slow clients)")
+  s->add_option("--timeout", o.timeout_s,
+                "Seconds a reply may wait for a slow client to take its bytes, and the most a request body may take")
+      ->capture_default_str();
+  s->add_option("--header-timeout", o.header_timeout_s,
+                "Seconds a client has to send a request's headers (from connecting, or from its previous reply on a "
+                "kept-alive connection), and the longest pause inside a body; slower clients are closed (408). "
+                "Waiting clients hold no worker thread")
+      ->capture_default_str();
+  s->add_option("--max-connections", o.max_connections,
+                "Open TCP connections served at once (idle ones included); more are answered 503 and closed")
       ->capture_default_str();
   return s;
 }
@@ -59,6 +68,10 @@ int run() {
   if (o.ctx == 0) o.ctx = args.model.ctx_size;
   if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
   if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
+  if (o.header_timeout_s < 1)
+    return fail(cmd, "--header-timeout: expected 1 or more seconds, found " + std::to_string(o.header_timeout_s));
+  if (o.max_connections < 1 || o.max_connections > 65536)
+    return fail(cmd, "--max-connections: expected 1 to 65536, found " + std::to_string(o.max_connections));
   // `--api-key "$UNSET"` must not switch authentication off silently.
   if (s_api_key != nullptr && s_api_key->count() > 0 && o.api_key.empty())
     return fail(cmd, "--api-key: expected a non-empty key, found an empty string");
