@@ -285,9 +285,11 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                   "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
                   "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
   if (which.ctx_size)
-    s->add_option("-c,--ctx-size", a.ctx_size,
-                  "Context length in tokens (0 = the model's context_length; the sequence state grows per token, "
-                  "nothing is reserved up front; prompt + -n beyond it is clamped with a note)")
+    s->add_option("-c,--ctx-size,--ctx", a.ctx_size,
+                  which.ctx_help != nullptr
+                      ? which.ctx_help
+                      : "Context length in tokens (0 = the model's context_length; the sequence state grows per token, "
+                        "nothing is reserved up front; prompt + -n beyond it is clamped with a note)")
         ->capture_default_str();
   // "-ngl" itself is rewritten to --n-gpu-layers by main() (CLI11 short names are one letter).
   s->add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,

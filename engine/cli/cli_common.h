@@ -61,11 +61,15 @@ struct ModelOptionSet {
   bool model_required = true;  // -m/--model is required (bench --probe runs without one)
   bool experts_tier = true;    // --experts-tier
   bool plan = false;           // --plan
-  bool ctx_size = false;       // -c/--ctx-size
+  bool ctx_size = false;       // -c/--ctx-size (alias --ctx)
+  /// Help of -c/--ctx-size where the command gives it its own meaning (perplexity's window,
+  /// serve's per-slot context); nullptr = the generation commands' text.
+  const char* ctx_help = nullptr;
 };
 
 /// The ONE declaration of the options the model-running subcommands share, bound to `a`:
-/// -m/--model, -t/--threads, --activations, --tp, --experts-tier, --plan, -c/--ctx-size and
+/// -m/--model, -t/--threads, --activations, --tp, --experts-tier, --plan, -c/--ctx-size (llama.cpp's
+/// name; --ctx is accepted as an alias, the name plan, perplexity and serve had before) and
 /// -ngl/--n-gpu-layers (accepted for llama.cpp users; load_model answers it with what this
 /// runtime does instead). Help texts and defaults are the same in every subcommand.
 void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which);

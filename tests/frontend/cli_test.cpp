@@ -287,6 +287,46 @@ TEST_F(Cli, RunRejectsBadInputs) {
 
 // What a llama.cpp user types works: -c, -n -1, --seed -1, -f -, an empty prompt, -ngl, one error
 // style and exit code, an unknown subcommand named.
+// Every command that sizes a context takes llama.cpp's -c/--ctx-size (and --ctx, the older name);
+// score takes -c and --plan like run.
+TEST_F(Cli, EveryModelCommandTakesCtxSize) {
+  for (const char* c : {"run", "chat", "score", "perplexity", "bench", "serve", "calibrate", "plan"}) {
+    auto h = sh(std::string(c) + " --help");
+    EXPECT_EQ(h.code, 0) << c << "\n" << h.text;
+    EXPECT_NE(h.text.find("-c,--ctx-size,--ctx"), std::string::npos) << c << " --help:\n" << h.text;
+  }
+  for (const char* c : {"run", "chat", "score", "perplexity", "bench", "serve"}) {
+    auto h = sh(std::string(c) + " --help");
+    EXPECT_NE(h.text.find("--plan"), std::string::npos) << c << " --help:\n" << h.text;
+  }
+  const std::string m = "-m '" + fixture_gguf().string() + "' ";
+  const std::string out = " --logits-out '" + (dir_ / "o.f32").string() + "'";
+  write(dir_ / "ids.txt", "0 1 2");
+  const std::string ids = "--token-ids '" + (dir_ / "ids.txt").string() + "'";
+  // score -c N: at most N positions; --ctx is the same option.
+  for (const char* flag : {"-c", "--ctx-size", "--ctx"}) {
+    auto r = sh("score " + m + ids + out + " " + flag + " 2");
+    EXPECT_EQ(r.code, 1) << flag << "\n" << r.text;
+    EXPECT_NE(r.text.find("3 tokens exceed the context of 2 tokens (-c/--ctx-size)"), std::string::npos) << r.text;
+  }
+  auto ok = sh("score " + m + ids + out + " -c 3");
+  ASSERT_EQ(ok.code, 0) << ok.text;
+  EXPECT_EQ(fs::file_size(dir_ / "o.f32"), 3u * 512u * 4u);  // 3 positions x the fixture's vocab of 512
+  // score --plan reads the plan like run: a missing file is named before loading.
+  auto plan = sh("score " + m + ids + out + " --plan '" + (dir_ / "none.json").string() + "'");
+  EXPECT_EQ(plan.code, 1) << plan.text;
+  EXPECT_NE(plan.text.find("--plan '" + (dir_ / "none.json").string() + "': file not found"), std::string::npos)
+      << plan.text;
+  // run --ctx is -c; plan -c is its --ctx.
+  auto run = sh("run " + m + "-p 'hello there' --ctx 16 -n 5000 --temp 0");
+  ASSERT_EQ(run.code, 0) << run.text;
+  EXPECT_NE(run.text.find("exceeds the context of 16 tokens: -n clamped to 7"), std::string::npos) << run.text;
+  auto pl = sh("plan " + m + "-c 5000 --dry-run");
+  EXPECT_EQ(pl.code, 1) << pl.text;
+  EXPECT_NE(pl.text.find("-c/--ctx-size 5000 exceeds the model's context length 1024 tokens"), std::string::npos)
+      << pl.text;
+}
+
 TEST_F(Cli, LlamaCppHabits) {
   const std::string m = "run -m '" + fixture_gguf().string() + "' ";
   auto has = [](const Out& r, const std::string& s) { return r.text.find(s) != std::string::npos; };
