@@ -5,6 +5,7 @@
 #include "engine/cli/command.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -248,6 +249,22 @@ Result<void> check_output_writable(const std::string& path, const char* option) 
     return Error{std::string(option) + " '" + path + "': folder '" + dir.string() + "' does not exist"};
   if (::access(dir.c_str(), W_OK) != 0 || (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
     return Error{std::string(option) + " '" + path + "': not writable"};
+  return ok();
+}
+
+Result<void> check_gguf_output(const std::string& path, const char* option) {
+  if (path.empty()) return Error{std::string(option) + ": expected a file path, found an empty string"};
+  DS4_TRY_VOID(check_output_writable(path, option));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISCHR(st.st_mode)    ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return Error{std::string(option) + " '" + path + "': expected a regular file path (a GGUF is written to a " +
+                 "temporary file, extended to its size and renamed into place), found " + kind};
+  }
   return ok();
 }
 

@@ -90,6 +90,11 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
 /// output path fails first, with nothing written. Empty paths are fine (no output asked for).
 Result<void> check_output_writable(const std::string& path, const char* option);
 
+/// check_output_writable, and also an existing path that is not a regular file (/dev/null, a FIFO,
+/// a device) is refused: a GGUF is written under a temporary name, extended to its size and
+/// renamed into place, which only a regular file allows. Run before any work.
+Result<void> check_gguf_output(const std::string& path, const char* option);
+
 /// Adds `--seed` bound to `seed` with `help`: a decimal integer in [0, 2^64-1]; a sign, other text
 /// or a larger value is refused with "expected ..., found '...'" (CLI11 alone would wrap -1 and
 /// saturate large values silently). With `allow_random`, "-1" (llama.cpp's "random seed") is

@@ -656,6 +656,31 @@ TEST_F(Cli, MakeTinyThenRunChat) {
   EXPECT_EQ(nodir.code, 1) << nodir.text;
 }
 
+// make-tiny checks -o before any work (the model takes seconds to build): /dev/null, a folder, a
+// missing folder and (when not root) an unwritable folder are one error each, printed before the
+// config line that starts the work; nothing is left behind.
+TEST_F(Cli, MakeTinyOutputIsCheckedFirst) {
+  auto check = [&](const std::string& out, const std::string& needle) {
+    auto r = sh("make-tiny -o '" + out + "' --experts q8_0");
+    EXPECT_EQ(r.code, 1) << out << "\n" << r.text;
+    EXPECT_NE(r.text.find("ds4-offload make-tiny: error: -o/--output"), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.text;
+    EXPECT_EQ(r.text.find("make-tiny: config"), std::string::npos) << "work started before the check:\n" << r.text;
+  };
+  check("/dev/null", "expected a regular file path");
+  check("/dev/null", "found a character device");
+  check(dir_.string(), "expected a file path, found the directory");
+  check((dir_ / "no" / "x.gguf").string(), "does not exist");
+  if (::geteuid() != 0) {
+    fs::create_directories(dir_ / "ro");
+    fs::permissions(dir_ / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    check((dir_ / "ro" / "x.gguf").string(), "not writable");
+    fs::permissions(dir_ / "ro", fs::perms::owner_all);
+  }
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename(), "ro") << "left behind: " << e.path();
+}
+
 // make-tiny --random-blocks (the built-in config, public IQ2_XXS/Q2_K mix): the file validates
 // (loads, deep checks, a forward pass with finite logits), `run -n 4` exits 0 and decodes, and
 // `score` over a few tokens gives finite logits of the vocabulary's width.
