@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "engine/official_checkpoint.h"
+#include "ds4/format_number.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/cli/plan_decode_probe.h"
@@ -182,7 +183,7 @@ int run() {
   for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
     if (auto w = check_output_writable(out, opt); !w) return fail(w.error().message);
   if (!std::isfinite(args.zipf_s))
-    return fail("--zipf-s: expected a number in [0, 8], found " + std::to_string(args.zipf_s));
+    return fail("--zipf-s: expected a number in [0, 8], found " + format_number(args.zipf_s));
   // The profile file is written once every input has been read (no output on a failed run).
   auto write_profile = [](const HwProfile& h) -> int {
     if (args.write_profile.empty()) return 0;
@@ -375,7 +376,7 @@ int run() {
     }
     if (auto v = validate_hw_profile(hw, "emulated profile"); !v) return fail(v.error().message);
     hw_source += "; + 1 EMULATED GPU: VRAM = host memory (" + std::to_string(args.emulate_gpu_kib) +
-                 " KiB expert room), H2D = memcpy " + std::to_string(g.h2d_gbps) + " GB/s";
+                 " KiB expert room), H2D = memcpy " + format_number(g.h2d_gbps) + " GB/s";
   }
   CostModel cm(in);
 

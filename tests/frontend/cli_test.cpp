@@ -872,5 +872,30 @@ TEST_F(Cli, ConvertCalibrationNamesNoActivationsOption) {
   EXPECT_NE(r.text.find("calibrated on 1 prompts"), std::string::npos) << r.text;
 }
 
+// Integers in error messages print as integers, not "4096.000000": the sampler's integer options,
+// make-tiny's config ranges, a hardware profile's GiB figures.
+TEST_F(Cli, IntegersInMessagesPrintAsIntegers) {
+  auto topk = sh("run -m '" + fixture_gguf().string() + "' -p x -n 1 --top-k -1");
+  EXPECT_EQ(topk.code, 1) << topk.text;
+  EXPECT_NE(topk.text.find("sampler: --top-k: expected 0 (off) or a count, found -1\n"), std::string::npos)
+      << topk.text;
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(test::source_dir() / "configs/models/dsv4-tiny.json"));
+  cfg["rope_theta"] = 0.5;
+  write(dir_ / "cfg.json", cfg.dump());
+  auto mt = sh("make-tiny -o '" + (dir_ / "t.gguf").string() + "' --config '" + (dir_ / "cfg.json").string() + "'");
+  EXPECT_EQ(mt.code, 1) << mt.text;
+  EXPECT_NE(mt.text.find("'rope_theta': expected a number in [1, 1000000000000], found 0.5"), std::string::npos)
+      << mt.text;
+  nlohmann::json hw = nlohmann::json::parse(std::ifstream(test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json"));
+  hw["host"]["reserved_gib"] = 4096;
+  write(dir_ / "hw.json", hw.dump());
+  auto pl = sh("plan -m '" + fixture_gguf().string() + "' --hw '" + (dir_ / "hw.json").string() + "' --dry-run");
+  EXPECT_EQ(pl.code, 1) << pl.text;
+  EXPECT_NE(pl.text.find("host.reserved_gib: expected less than the installed memory (1024 GiB), found 4096 GiB"),
+            std::string::npos)
+      << pl.text;
+  for (const auto& r : {topk, mt, pl}) EXPECT_EQ(r.text.find(".000000"), std::string::npos) << r.text;
+}
+
 }  // namespace
 }  // namespace ds4
