@@ -39,6 +39,27 @@ std::string no_tokenizer_message(const std::string& path) {
   return path + ": the model has no tokenizer.ggml.* metadata (GGUF) or tokenizer.json (checkpoint folder), so "
                 "text cannot be tokenized (use `score --token-ids` with token ids)";
 }
+// At most `max` bytes of `s` as printable text: printable ASCII as is (`"` and `\` escaped),
+// every other byte as \xNN (a NUL would end the message where it is printed), "..." when cut.
+std::string escaped_prefix(std::string_view s, size_t max) {
+  static const char* hex = "0123456789abcdef";
+  std::string o;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += char(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      o += char(c);
+    } else {
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  if (s.size() > max) o += "...";
+  return o;
+}
 std::string tokenizer_size_message(const std::string& path, int64_t tokens, int64_t vocab) {
   return path + ": tokenizer has " + std::to_string(tokens) + " tokens, expected vocab_size " + std::to_string(vocab) +
          " (tokenizer.ggml.tokens vs deepseek4.vocab_size)";
@@ -66,10 +87,11 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
     auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
     if (ec != std::errc() || p != tok.data() + tok.size())
       return Error{source + ": token " + std::to_string(index) + ": expected a non-negative integer id, found \"" +
-                   std::string(tok.substr(0, 40)) + "\""};
+                   escaped_prefix(tok, 40) + "\" (at byte offset " + std::to_string(i) + ")"};
     if (v < 0 || v >= vocab)
       return Error{source + ": token " + std::to_string(index) + ": id " + std::to_string(v) +
-                   " is out of range, expected 0 <= id < vocab_size " + std::to_string(vocab)};
+                   " is out of range, expected 0 <= id < vocab_size " + std::to_string(vocab) + " (at byte offset " +
+                   std::to_string(i) + ")"};
     ids.push_back(int32_t(v));
     i = j;
   }

@@ -27,8 +27,9 @@ namespace ds4::cli {
 Result<std::string> read_text_file(const std::string& path, const std::string& what,
                                    uint64_t max_bytes = kMaxPromptBytes, bool allow_stdin = false);
 
-/// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index and the
-/// text found: a non-integer, a negative id, an id >= `vocab`, or no ids at all.
+/// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index, its byte
+/// offset in `text` and the text found (at most 40 bytes, non-printable bytes such as NUL written
+/// \xNN): a non-integer, a negative id, an id >= `vocab`, or no ids at all.
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source, int64_t vocab);
 
 /// Parses --activations: "f32", "q8", "fp8" or "auto" (auto resolves to q8; see resolve_activations).

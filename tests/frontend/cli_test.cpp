@@ -203,6 +203,12 @@ TEST_F(Cli, ScoreRejectsBadInputs) {
   check("score " + m + "--token-ids '" + (dir_ / "big.txt").string() + "'" + out, "id 512 is out of range");
   check("score " + m + "--token-ids '" + (dir_ / "neg.txt").string() + "'" + out, "token 2");
   check("score " + m + "--token-ids '" + (dir_ / "empty.txt").string() + "'" + out, "found none");
+  // A NUL byte inside a token is shown escaped with the token's byte offset (it used to end the message).
+  write(dir_ / "nul.txt", std::string("0 1\0" "2 5", 7));
+  check("score " + m + "--token-ids '" + (dir_ / "nul.txt").string() + "'" + out,
+        "token 2: expected a non-negative integer id, found \"1\\x002\" (at byte offset 2)");
+  write(dir_ / "ctl.txt", std::string("0 \x01\xff\"\n", 6));
+  check("score " + m + "--token-ids '" + (dir_ / "ctl.txt").string() + "'" + out, "found \"\\x01\\xff\\\"\" (at byte offset 2)");
   check("score " + m + "--token-ids '" + (dir_ / "missing.txt").string() + "'" + out, "file not found");
   check("score -m '" + (dir_ / "nope.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out,
         "file not found");
