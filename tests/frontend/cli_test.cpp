@@ -381,6 +381,15 @@ TEST_F(Cli, LlamaCppHabits) {
   EXPECT_TRUE(has(b0, "tg3 @ d0")) << b0.text;
   EXPECT_FALSE(has(b0, "| pp0")) << b0.text;
   EXPECT_TRUE(has(b0, "- tiers (tg3 @ d0, backend counters, B/tok): device-resident ")) << b0.text;
+  // -p beyond the context is refused from the header, before the memory probe: with a 1 TiB
+  // probe buffer (which cannot be allocated here) the -p error is the one reported.
+  auto bp = sh("bench -m '" + fixture_gguf().string() + "' -p 1000000 -n 2 -r 1 --probe-mib 1048576");
+  EXPECT_EQ(bp.code, 1) << bp.text;
+  EXPECT_TRUE(has(bp, "ds4-offload bench: error: -p 1000000 exceeds the model's context_length 1024")) << bp.text;
+  EXPECT_FALSE(has(bp, "memory probe")) << bp.text;
+  auto bc = sh("bench -m '" + fixture_gguf().string() + "' -c 64 -p 100 -n 2 -r 1 --probe-mib 1048576");
+  EXPECT_EQ(bc.code, 1) << bc.text;
+  EXPECT_TRUE(has(bc, "-p 100 exceeds the context of 64 tokens (-c)")) << bc.text;
   // An unknown subcommand is named, with the list; parse errors use the same style and code.
   auto unk = sh("runn -m x");
   EXPECT_EQ(unk.code, 1);
