@@ -139,9 +139,7 @@ class GateStream final : public httplib::Stream {
 
 }  // namespace
 
-bool head_complete(const std::string& buf) {
-  return buf.find("\r\n\r\n") != std::string::npos || buf.find("\n\n") != std::string::npos;
-}
+bool head_complete(const std::string& buf) { return buf.find("\r\n\r\n") != std::string::npos; }
 
 GatedServer::~GatedServer() {
   stop_gated();

@@ -99,7 +99,8 @@ class GatedServer : public httplib::Server {
   std::atomic<uint64_t> accepted_{0}, refused_{0}, head_timeouts_{0};
 };
 
-/// Whether `buf` holds a complete HTTP/1.x request head: the first CRLF CRLF (or LF LF).
+/// Whether `buf` holds a complete HTTP/1.x request head: a CRLF CRLF (httplib reads header lines
+/// ending in CRLF only, so a head of bare LFs stays with the poll thread until its timeout).
 bool head_complete(const std::string& buf);
 
 }  // namespace ds4::server
