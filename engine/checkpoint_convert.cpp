@@ -1,5 +1,6 @@
 // engine/checkpoint_convert.cpp — see checkpoint_convert.h.
 #include "engine/checkpoint_convert.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <chrono>
@@ -270,8 +271,8 @@ Result<AuditReport> audit_checkpoints(const std::string& a, const std::string& b
       r.differences.push_back(t.name + " (" + std::string(ggml_type_name(t.type)) + " vs " + std::string(ggml_type_name(u->type)) +
                               "): " + std::to_string(x.size() - same) + " of " + std::to_string(x.size()) +
                               " elements differ; first at row " + std::to_string(first / t.ne[0]) + " col " +
-                              std::to_string(first % t.ne[0]) + ": " + std::to_string(x[size_t(first)]) + " vs " +
-                              std::to_string(y[size_t(first)]));
+                              std::to_string(first % t.ne[0]) + ": " + format_number(x[size_t(first)]) + " vs " +
+                              format_number(y[size_t(first)]));
   }
   for (const auto& u : B.tensors())
     if (!A.find(u.name)) r.only_in_b.push_back(u.name);
@@ -388,7 +389,7 @@ Result<uint64_t> convert_to_gguf(const std::string& src, const std::string& out,
             if (back[k] != row[k]) {
               if (want == GgmlType::BF16)  // "checked lossless"
                 return Error{src + ": row " + std::to_string(r) + " col " + std::to_string(k) + ": " +
-                             std::to_string(row[k]) + " is not exact in BF16; use --dense f32"};
+                             format_number(row[k]) + " is not exact in BF16; use --dense f32"};
               ++inexact_rows;  // MXFP4, "lossless by default": say when it is not
               break;
             }

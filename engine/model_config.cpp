@@ -1,5 +1,6 @@
 // engine/model_config.cpp — ModelConfig from GGUF metadata and the tensor cross-check.
 #include "engine/model_config.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <climits>
@@ -35,7 +36,7 @@ class KeyReader {
   double f(const char* k) {
     const double v = take(m_.get_float(key(k)), 0.0);
     if (m_.has(key(k)) && !(std::isfinite(v) && v > 0))
-      errs_->push_back("key '" + key(k) + "': expected a finite value > 0, found " + std::to_string(v));
+      errs_->push_back("key '" + key(k) + "': expected a finite value > 0, found " + format_number(v));
     return v;
   }
   bool b(const char* k) { return take(m_.get_bool(key(k)), false); }
@@ -46,7 +47,7 @@ class KeyReader {
     for (size_t j = 0; j < v.size(); ++j)
       if (!(std::isfinite(v[j]) && v[j] >= 0))
         errs_->push_back("key '" + key(k) + "'[" + std::to_string(j) + "]: expected a finite value >= 0, found " +
-                         std::to_string(v[j]));
+                         format_number(v[j]));
     return v;
   }
   /// `attention.indexer.X` as llama.cpp writes it, or `indexer.X` as another converter lineage

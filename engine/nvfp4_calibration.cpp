@@ -1,5 +1,6 @@
 // engine/nvfp4_calibration.cpp — see nvfp4_calibration.h.
 #include "engine/nvfp4_calibration.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <atomic>
@@ -126,7 +127,7 @@ Result<std::map<std::string, float>> ExpertInputMaxima::input_scales(int* filled
       fill += reached ? 0 : 3;
       const float ai = reached ? amax_in(l, e) : top_in, am = reached ? amax_mid(l, e) : top_mid;
       if (!(ai > 0) || !(am > 0))
-        return Error{base + "*: calibrated activation maximum is " + std::to_string(ai > 0 ? am : ai) +
+        return Error{base + "*: calibrated activation maximum is " + format_number(ai > 0 ? am : ai) +
                      "; ModelOpt requires a positive input_scale"};
       out[base + "1"] = out[base + "3"] = nvfp4_input_scale(ai);
       out[base + "2"] = nvfp4_input_scale(am);

@@ -1,5 +1,6 @@
 // engine/official_checkpoint.cpp — see official_checkpoint.h.
 #include "engine/official_checkpoint.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <atomic>
@@ -451,7 +452,7 @@ class ViewBuilder {
         float s2;
         std::memcpy(&s2, x.s2->data, 4);
         if (!std::isfinite(s2) || s2 <= 0)
-          return Error{where(*x.s2) + ": " + std::to_string(s2) + "; expected a finite value > 0"};
+          return Error{where(*x.s2) + ": " + format_number(s2) + "; expected a finite value > 0"};
         if (const StTensor* is = ck_->find(base + ".input_scale")) used_.insert(is->name);  // W4A4 only
       } else {
         if (w->dtype != StDtype::I8 && w->dtype != StDtype::U8)

@@ -1,5 +1,6 @@
 // engine/sampler.cpp — see sampler.h for the exact order of operations.
 #include "engine/sampler.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +11,7 @@ namespace ds4 {
 
 Result<void> validate(const SamplerParams& p) {
   auto bad = [](const std::string& name, const std::string& range, double v) {
-    return Error{"sampler: " + name + ": expected " + range + ", found " + std::to_string(v)};
+    return Error{"sampler: " + name + ": expected " + range + ", found " + format_number(v)};
   };
   if (!std::isfinite(p.temperature) || p.temperature < 0) return bad("--temp", "a finite value >= 0", p.temperature);
   if (!(p.top_p > 0 && p.top_p <= 1)) return bad("--top-p", "a value in (0, 1]", p.top_p);

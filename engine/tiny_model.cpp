@@ -1,5 +1,6 @@
 // engine/tiny_model.cpp — see tiny_model.h.
 #include "engine/tiny_model.h"
+#include "ds4/format_number.h"
 
 #include <cmath>
 #include <cstring>
@@ -55,7 +56,7 @@ Result<TinyModelConfig> parse_tiny_config(const std::string& json_text, const st
     if (!v.is_number()) return fail(key, "expected a number, found " + v.dump());
     double x = v.get<double>();
     if (!(x >= lo && x <= hi))
-      return fail(key, "expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], found " +
+      return fail(key, "expected a number in [" + format_number(lo) + ", " + format_number(hi) + "], found " +
                            v.dump());
     out = x;
   };

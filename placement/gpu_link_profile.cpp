@@ -1,5 +1,6 @@
 // placement/gpu_link_profile.cpp — see gpu_link_profile.h.
 #include "placement/gpu_link_profile.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <cctype>
@@ -37,7 +38,7 @@ Result<GpuLinkProfile> gpu_profiles_from_h2d(const staging::H2dProbeResult& h2d,
   if (topo.nodes.empty()) return Error{"GPU profile: expected a topology with NUMA nodes, found none"};
   if (h2d.links.empty()) return Error{"GPU profile: expected H2D links from the probe, found none"};
   if (!(h2d.all_gpus_gbps > 0))
-    return Error{"GPU profile: expected an all-GPUs H2D figure > 0, found " + std::to_string(h2d.all_gpus_gbps)};
+    return Error{"GPU profile: expected an all-GPUs H2D figure > 0, found " + format_number(h2d.all_gpus_gbps)};
   std::map<int, std::vector<const staging::H2dLink*>> by_gpu;
   std::set<std::pair<int, int>> seen;
   for (const auto& l : h2d.links) {
@@ -79,7 +80,7 @@ Result<GpuLinkProfile> gpu_profiles_from_h2d(const staging::H2dProbeResult& h2d,
     for (const auto* l : links) {
       if (!(l->pinned_gbps > 0))
         return Error{"GPU profile: " + who + " from node " + std::to_string(l->numa_node) +
-                     ": expected a pinned rate > 0, found " + std::to_string(l->pinned_gbps)};
+                     ": expected a pinned rate > 0, found " + format_number(l->pinned_gbps)};
       if (l->numa_node == g.numa_node) local = l;
       if (l->numa_node < 0) unbound = l;
       if (l->pageable_gbps > 0)

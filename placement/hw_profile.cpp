@@ -1,5 +1,6 @@
 // placement/hw_profile.cpp — hardware profile JSON parsing and validation.
 #include "placement/hw_profile.h"
+#include "ds4/format_number.h"
 
 #include "ds4/file_io.h"
 #include "placement/json_text.h"
@@ -195,7 +196,7 @@ Result<GpuProfile> parse_gpu(const json& j, const std::string& where) {
   DS4_TRY(g.kernel_efficiency, r.number("kernel_efficiency"));
   if (g.kernel_efficiency > 1)
     return Error{where + ".kernel_efficiency: expected a fraction in (0, 1], found " +
-                 std::to_string(g.kernel_efficiency)};
+                 format_number(g.kernel_efficiency)};
   DS4_TRY(g.tflops, r.number("tflops"));
   if (r.has("pci_bus_id")) { DS4_TRY(g.pci_bus_id, r.string("pci_bus_id")); }
   DS4_TRY_VOID(r.finish());
@@ -242,7 +243,7 @@ Result<std::vector<ReusePoint>> parse_reuse_curve(const json& a, const std::stri
     if (g < kMinMagnitude || g > kMaxMagnitude) return Error{rate_error(where, std::to_string(i), e[1])};
     if (!c.empty() && mib * 1024.0 * 1024.0 <= c.back().bytes)
       return Error{w + ": expected sizes strictly ascending, found " + e.dump() + " after " +
-                   std::to_string(c.back().bytes / (1024.0 * 1024.0)) + " MiB"};
+                   format_number(c.back().bytes / (1024.0 * 1024.0)) + " MiB"};
     c.push_back({mib * 1024.0 * 1024.0, g});
   }
   if (c.size() < 2) return Error{where + ": expected at least 2 points, found " + std::to_string(c.size())};
@@ -306,8 +307,8 @@ Result<void> validate_hw_profile(const HwProfile& p, const std::string& source) 
   for (const auto& n : p.nodes) mem += n.memory_bytes;
   if (p.host_reserved_bytes >= mem)
     return Error{source + ": host.reserved_gib: expected less than the installed memory (" +
-                 std::to_string(double(mem) / kGiB) + " GiB), found " +
-                 std::to_string(double(p.host_reserved_bytes) / kGiB) + " GiB"};
+                 format_number(double(mem) / kGiB) + " GiB), found " +
+                 format_number(double(p.host_reserved_bytes) / kGiB) + " GiB"};
   for (size_t i = 0; i < p.gpus.size(); ++i)
     if (p.vram_reserved_bytes >= p.gpus[i].vram_bytes)
       return Error{source + ": runtime.vram_reserved_mib: expected less than gpus[" + std::to_string(i) + "] VRAM"};

@@ -1,5 +1,6 @@
 // placement/planner.cpp — the placement planner and the baseline policies (see planner.h).
 #include "placement/planner.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -446,7 +447,7 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
     if (pageable > 0)
       plan.notes.push_back(std::to_string(pageable) + " staged experts stay pageable because memlock (" +
                            gib(in.hw->memlock_bytes) + ") cannot pin them; they copy at <= " +
-                           std::to_string(in.hw->pageable_h2d_gbps) + " GB/s; raise `ulimit -l` to pin them");
+                           format_number(in.hw->pageable_h2d_gbps) + " GB/s; raise `ulimit -l` to pin them");
   }
   account(cm, plan);
   DS4_TRY_VOID(check_plan(cm, plan));

@@ -1,5 +1,6 @@
 // staging/expert_cache.cpp — see expert_cache.h.
 #include "staging/expert_cache.h"
+#include "ds4/format_number.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const CacheOptions& opt
                  std::to_string(opts.n_layer) + ", " + std::to_string(opts.n_expert) + ", " +
                  std::to_string(opts.slots_per_layer) + ", " + std::to_string(opts.slot_bytes)};
   if (!(opts.decay > 0.0 && opts.decay <= 1.0))
-    return Error{"expert cache: decay expected in (0, 1], found " + std::to_string(opts.decay)};
+    return Error{"expert cache: decay expected in (0, 1], found " + format_number(opts.decay)};
   if (opts.bounce_buffers < 1)
     return Error{"expert cache: bounce_buffers expected >= 1, found " + std::to_string(opts.bounce_buffers)};
   std::unique_ptr<ExpertCache> c(new ExpertCache());

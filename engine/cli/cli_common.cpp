@@ -5,6 +5,7 @@
 #include "engine/cli/command.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,6 +39,27 @@ std::string no_tokenizer_message(const std::string& path) {
   return path + ": the model has no tokenizer.ggml.* metadata (GGUF) or tokenizer.json (checkpoint folder), so "
                 "text cannot be tokenized (use `score --token-ids` with token ids)";
 }
+// At most `max` bytes of `s` as printable text: printable ASCII as is (`"` and `\` escaped),
+// every other byte as \xNN (a NUL would end the message where it is printed), "..." when cut.
+std::string escaped_prefix(std::string_view s, size_t max) {
+  static const char* hex = "0123456789abcdef";
+  std::string o;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += char(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      o += char(c);
+    } else {
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  if (s.size() > max) o += "...";
+  return o;
+}
 std::string tokenizer_size_message(const std::string& path, int64_t tokens, int64_t vocab) {
   return path + ": tokenizer has " + std::to_string(tokens) + " tokens, expected vocab_size " + std::to_string(vocab) +
          " (tokenizer.ggml.tokens vs deepseek4.vocab_size)";
@@ -65,10 +87,11 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
     auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
     if (ec != std::errc() || p != tok.data() + tok.size())
       return Error{source + ": token " + std::to_string(index) + ": expected a non-negative integer id, found \"" +
-                   std::string(tok.substr(0, 40)) + "\""};
+                   escaped_prefix(tok, 40) + "\" (at byte offset " + std::to_string(i) + ")"};
     if (v < 0 || v >= vocab)
       return Error{source + ": token " + std::to_string(index) + ": id " + std::to_string(v) +
-                   " is out of range, expected 0 <= id < vocab_size " + std::to_string(vocab)};
+                   " is out of range, expected 0 <= id < vocab_size " + std::to_string(vocab) + " (at byte offset " +
+                   std::to_string(i) + ")"};
     ids.push_back(int32_t(v));
     i = j;
   }
@@ -252,6 +275,22 @@ Result<void> check_output_writable(const std::string& path, const char* option) 
   return ok();
 }
 
+Result<void> check_gguf_output(const std::string& path, const char* option) {
+  if (path.empty()) return Error{std::string(option) + ": expected a file path, found an empty string"};
+  DS4_TRY_VOID(check_output_writable(path, option));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISCHR(st.st_mode)    ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return Error{std::string(option) + " '" + path + "': expected a regular file path (a GGUF is written to a " +
+                 "temporary file, extended to its size and renamed into place), found " + kind};
+  }
+  return ok();
+}
+
 void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   auto* m = s->add_option("-m,--model", a.model,
                           which.model_required ? "Model: a GGUF (a file, or any shard NAME-0000k-of-0000n.gguf of a split set) or an "
@@ -297,9 +336,11 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
                   "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
                   "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
   if (which.ctx_size)
-    s->add_option("-c,--ctx-size", a.ctx_size,
-                  "Context length in tokens (0 = the model's context_length; the sequence state grows per token, "
-                  "nothing is reserved up front; prompt + -n beyond it is clamped with a note)")
+    s->add_option("-c,--ctx-size,--ctx", a.ctx_size,
+                  which.ctx_help != nullptr
+                      ? which.ctx_help
+                      : "Context length in tokens (0 = the model's context_length; the sequence state grows per token, "
+                        "nothing is reserved up front; prompt + -n beyond it is clamped with a note)")
         ->capture_default_str();
   // "-ngl" itself is rewritten to --n-gpu-layers by main() (CLI11 short names are one letter).
   s->add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,

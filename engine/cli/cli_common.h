@@ -27,8 +27,9 @@ namespace ds4::cli {
 Result<std::string> read_text_file(const std::string& path, const std::string& what,
                                    uint64_t max_bytes = kMaxPromptBytes, bool allow_stdin = false);
 
-/// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index and the
-/// text found: a non-integer, a negative id, an id >= `vocab`, or no ids at all.
+/// Parses whitespace-separated token ids. Errors name `source`, the 1-based token index, its byte
+/// offset in `text` and the text found (at most 40 bytes, non-printable bytes such as NUL written
+/// \xNN): a non-integer, a negative id, an id >= `vocab`, or no ids at all.
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source, int64_t vocab);
 
 /// Parses --activations: "f32", "q8", "fp8" or "auto" (auto resolves to q8; see resolve_activations).
@@ -62,11 +63,15 @@ struct ModelOptionSet {
   bool model_required = true;  // -m/--model is required (bench --probe runs without one)
   bool experts_tier = true;    // --experts-tier
   bool plan = false;           // --plan
-  bool ctx_size = false;       // -c/--ctx-size
+  bool ctx_size = false;       // -c/--ctx-size (alias --ctx)
+  /// Help of -c/--ctx-size where the command gives it its own meaning (perplexity's window,
+  /// serve's per-slot context); nullptr = the generation commands' text.
+  const char* ctx_help = nullptr;
 };
 
 /// The ONE declaration of the options the model-running subcommands share, bound to `a`:
-/// -m/--model, -t/--threads, --activations, --tp, --experts-tier, --plan, -c/--ctx-size and
+/// -m/--model, -t/--threads, --activations, --tp, --experts-tier, --plan, -c/--ctx-size (llama.cpp's
+/// name; --ctx is accepted as an alias, the name plan, perplexity and serve had before) and
 /// -ngl/--n-gpu-layers (accepted for llama.cpp users; load_model answers it with what this
 /// runtime does instead). Help texts and defaults are the same in every subcommand.
 void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which);
@@ -86,6 +91,11 @@ Result<void> check_output_not_input(const std::string& output, const char* optio
 /// directory, its folder exists, and both are writable. Run before any long work so that a bad
 /// output path fails first, with nothing written. Empty paths are fine (no output asked for).
 Result<void> check_output_writable(const std::string& path, const char* option);
+
+/// check_output_writable, and also an existing path that is not a regular file (/dev/null, a FIFO,
+/// a device) is refused: a GGUF is written under a temporary name, extended to its size and
+/// renamed into place, which only a regular file allows. Run before any work.
+Result<void> check_gguf_output(const std::string& path, const char* option);
 
 /// Adds `--seed` bound to `seed` with `help`: a decimal integer in [0, 2^64-1]; a sign, other text
 /// or a larger value is refused with "expected ..., found '...'" (CLI11 alone would wrap -1 and

@@ -365,10 +365,39 @@ int run_bench() {
     return fail(cmd, "nothing to measure: -p 0 and -n 0 (pass a prompt length > 0 or a generation length >= 2)");
   if (auto a = parse_activations(args.model.activations); !a) return fail(cmd, a.error().message);
 
+  // -p + -n against the context: a -p beyond it is refused, -n is clamped with a note (llama.cpp
+  // clamps the same way).
+  std::vector<int> gen_list = gens.value();
+  auto fit_lengths = [&](int64_t ctx) -> Result<void> {
+    for (int p : prompts.value()) {
+      if (p > ctx)
+        return Error{"-p " + std::to_string(p) + " exceeds " +
+                     (args.model.ctx_size > 0 ? "the context of " + std::to_string(ctx) + " tokens (-c)"
+                                              : "the model's context_length " + std::to_string(ctx))};
+      for (int& n : gen_list)
+        if (int64_t(std::max(p, 1)) + n > ctx) {
+          int clamped = int(ctx - std::max(p, 1));
+          if (clamped < 2) clamped = 0;  // one token is the prefill's: no decode step left to time
+          std::fprintf(stderr, "bench: note: -p %d + -n %d exceeds the context of %lld tokens: -n clamped to %d\n", p,
+                       n, (long long)ctx, clamped);
+          n = clamped;
+        }
+    }
+    return ok();
+  };
   // The model's flags and header before the seconds of the bandwidth probe (load_model repeats
-  // the checks; the -t warning is printed once).
-  if (!args.probe)
+  // the checks; the -t warning is printed once), and -p/-n against the header's context_length.
+  bool lengths_fitted = false;
+  if (!args.probe) {
     if (auto p = preflight_model(args.model, cmd); !p) return fail(cmd, p.error().message);
+    auto md = read_model_metadata(args.model.model);
+    if (!md) return fail(cmd, md.error().message);
+    if (auto n = md->get_int("deepseek4.context_length"); md->has("deepseek4.context_length") && n.ok() && *n > 0) {
+      if (auto f = fit_lengths(args.model.ctx_size > 0 ? args.model.ctx_size : *n); !f)
+        return fail(cmd, f.error().message);
+      lengths_fitted = true;
+    }
+  }
   cpu::MemProbeOptions po;
   po.bytes = int64_t(args.probe_mib) << 20;
   po.threads = args.model.threads;
@@ -384,22 +413,9 @@ int run_bench() {
   if (!facts) return fail(cmd, facts.error().message);
   auto ctx = effective_ctx(args.model, c.n_ctx, c.n_ctx, cmd);
   if (!ctx) return fail(cmd, ctx.error().message);
-  // -p + -n beyond the context: -n is clamped with a note (llama.cpp clamps the same way).
-  std::vector<int> gen_list = gens.value();
-  for (int p : prompts.value()) {
-    if (p > *ctx)
-      return fail(cmd, "-p " + std::to_string(p) + " exceeds " +
-                           (args.model.ctx_size > 0 ? "the context of " + std::to_string(*ctx) + " tokens (-c)"
-                                                    : "the model's context_length " + std::to_string(*ctx)));
-    for (int& n : gen_list)
-      if (int64_t(std::max(p, 1)) + n > *ctx) {
-        int clamped = int(*ctx - std::max(p, 1));
-        if (clamped < 2) clamped = 0;  // one token is the prefill's: no decode step left to time
-        std::fprintf(stderr, "bench: note: -p %d + -n %d exceeds the context of %lld tokens: -n clamped to %d\n", p, n,
-                     (long long)*ctx, clamped);
-        n = clamped;
-      }
-  }
+  // Checked from the header above; a model whose header had no context_length is checked here.
+  if (!lengths_fitted)
+    if (auto f = fit_lengths(*ctx); !f) return fail(cmd, f.error().message);
   auto session = Session::create(m);
   if (!session) return fail(cmd, session.error().message);
   Session& s = *session.value();

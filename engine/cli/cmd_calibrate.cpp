@@ -1,11 +1,11 @@
 // engine/cli/cmd_calibrate.cpp — `ds4-offload calibrate -m MODEL --prompts FILE [-o STATS.json]
-// [--ctx N] [-t N] [--activations f32|q8] [--max-routes N]`: routing statistics for the placement
+// [-c N] [-t N] [--activations f32|q8] [--max-routes N]`: routing statistics for the placement
 // planner.
 //
 // Prompts: every non-empty line of FILE is one prompt (a file without newlines is therefore one
 // prompt; write multi-line documents with their newlines replaced). Each prompt is tokenized
 // (BOS prepended when the model adds one, special tokens parsed) and evaluated from a fresh
-// sequence state in windows of at most --ctx tokens (a longer prompt continues in a fresh window).
+// sequence state in windows of at most -c tokens (a longer prompt continues in a fresh window).
 // No sampling: only the prompt tokens are routed. Every evaluated token (BOS included) is counted
 // in every layer: its top_k selected experts (hash layers: tid2eid of the token) and every
 // unordered pair of them (co-activation within a token); up to --max-routes whole token routes per
@@ -38,7 +38,7 @@ struct CalibrateArgs {
   ModelArgs model;
   std::string prompts;
   std::string out = "routing-stats.json";
-  int ctx = 0;      // 0 = min(4096, context_length)
+  // -c/--ctx-size (model.ctx_size) is the window: 0 = min(4096, context_length)
   int chunk = 512;  // tokens per eval call
   int max_routes = 4096;  // token routes kept per layer
   std::string format = "ds4";  // ds4 (routing stats) or sglang (--init-expert-location JSON)
@@ -48,10 +48,11 @@ CalibrateArgs args;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("calibrate", "Run prompts through the model and record per-layer expert activation "
                                             "counts and co-activation (routing statistics for `plan --stats`)");
-  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = false});
+  add_model_options(s, args.model,
+                    ModelOptionSet{.model_required = true, .experts_tier = false, .ctx_size = true,
+                                   .ctx_help = "Window length in tokens (0 = min(4096, context_length))"});
   s->add_option("--prompts", args.prompts, "Prompt file: one prompt per non-empty line (- = standard input; at most 64 MiB)")->required();
   s->add_option("-o,--output", args.out, "Statistics JSON to write (ds4-routing-stats v2 with routes, v1 with --max-routes 0)")->capture_default_str();
-  s->add_option("-c,--ctx-size,--ctx", args.ctx, "Window length in tokens (0 = min(4096, context_length))")->capture_default_str();
   s->add_option("--chunk", args.chunk, "Tokens per eval call")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   s->add_option("--max-routes", args.max_routes,
                  "Token routes (expert sets) kept per layer for the planner's cost model (0 = none: version-1 file)")
@@ -67,7 +68,8 @@ CLI::App* setup(CLI::App& app) {
 
 int run() {
   const char* cmd = "calibrate";
-  if (args.ctx < 0) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 1, found " + std::to_string(args.ctx));
+  const int64_t window = args.model.ctx_size;
+  if (window < 0) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 1, found " + std::to_string(window));
   auto text = read_text_file(args.prompts, "--prompts", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   const std::vector<std::string> prompts = split_prompt_lines(text.value());
@@ -76,13 +78,13 @@ int run() {
     return fail(cmd, c.error().message);
   if (args.out.empty()) return fail(cmd, "-o/--output: expected a file path, found an empty string");
   if (auto w = check_output_writable(args.out, "-o/--output"); !w) return fail(cmd, w.error().message);
-  auto model = load_model(args.model, cmd, ModelNeeds{.tokenizer = true, .ctx = args.ctx});  // checked before loading
+  auto model = load_model(args.model, cmd, ModelNeeds{.tokenizer = true});  // -c checked before loading
   if (!model) return fail(cmd, model.error().message);
   std::shared_ptr<Model> m = model.value();
   const Tokenizer* tok = m->tokenizer();
   if (!tok) return fail(cmd, args.model.model + ": the model has no tokenizer (tokenizer.ggml.* metadata in a GGUF, tokenizer.json in a checkpoint folder)");
   const ModelConfig& c = m->config();
-  const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(4096, c.n_ctx);
+  const int64_t ctx = window > 0 ? window : std::min<int64_t>(4096, c.n_ctx);
   if (ctx > c.n_ctx)
     return fail(cmd, "-c/--ctx-size " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(c.n_ctx));
   if (c.n_expert > 65536) return fail(cmd, "the model has " + std::to_string(c.n_expert) + " experts; at most 65536 supported");

@@ -40,6 +40,8 @@ CLI::App* setup(CLI::App& app) {
 
 int run() {
   const char* cmd = "make-tiny";
+  // The output first: a bad path must not wait for the whole model to be built.
+  if (auto w = check_gguf_output(args.out, "-o/--output"); !w) return fail(cmd, w.error().message);
   TinyModelOptions o;
   if (!args.config.empty()) {
     auto c = load_tiny_config(args.config);

@@ -1,4 +1,4 @@
-// engine/cli/cmd_perplexity.cpp — `ds4-offload perplexity -m MODEL -f TEXT [--ctx N]`: perplexity
+// engine/cli/cmd_perplexity.cpp — `ds4-offload perplexity -m MODEL -f TEXT [-c N]`: perplexity
 // and mean negative log-likelihood of a text, as users compare quantizations.
 //
 // Method: the text is tokenized (no BOS) and cut into consecutive windows of ctx - 1 tokens (ctx
@@ -19,35 +19,35 @@ namespace {
 
 struct PerplexityArgs {
   ModelArgs model;
-  std::string file;
-  int ctx = 0;  // 0 = min(512, context_length)
+  std::string file;  // -c/--ctx-size (model.ctx_size) is the window: 0 = min(512, context_length)
 };
 PerplexityArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("perplexity", "Perplexity and mean negative log-likelihood of a text file");
-  add_model_options(s, args.model, ModelOptionSet{});
+  add_model_options(s, args.model,
+                    ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true,
+                                   .ctx_help = "Window length in tokens (0 = min(512, context_length))"});
   s->add_option("-f,--file", args.file, "Text file (- = standard input)")->required();
-  s->add_option("-c,--ctx-size,--ctx", args.ctx, "Window length in tokens (0 = min(512, context_length))")->capture_default_str();
   return s;
 }
 
 int run() {
   const char* cmd = "perplexity";
-  if (args.ctx < 0 || args.ctx == 1) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 2, found " + std::to_string(args.ctx));
+  const int64_t window = args.model.ctx_size;
+  if (window < 0 || window == 1) return fail(cmd, "-c/--ctx-size: expected 0 (auto) or >= 2, found " + std::to_string(window));
   auto text = read_text_file(args.file, "-f/--file", kMaxCorpusBytes, /*allow_stdin=*/true);
   if (!text) return fail(cmd, text.error().message);
   // Refused before the model is loaded (seconds on a big model): there is nothing to score.
   if (text.value().empty())
     return fail(cmd, "-f/--file '" + args.file + "': expected text to score, found an empty file");
-  ModelNeeds need;
-  need.ctx = args.ctx;  // the window, at most the model's context_length (checked from the header)
-  auto loaded = load_text_model(args.model, cmd, need);
+  // The window is at most the model's context_length (preflight_model checks -c from the header).
+  auto loaded = load_text_model(args.model, cmd);
   if (!loaded) return fail(cmd, loaded.error().message);
   std::shared_ptr<Model> m = loaded.value().model;
   const Tokenizer* tok = loaded.value().tokenizer;
   const int64_t vocab = m->config().vocab, n_ctx = m->config().n_ctx;
-  const int64_t ctx = args.ctx > 0 ? args.ctx : std::min<int64_t>(512, n_ctx);
+  const int64_t ctx = window > 0 ? window : std::min<int64_t>(512, n_ctx);
   if (ctx > n_ctx)
     return fail(cmd, "-c/--ctx-size " + std::to_string(ctx) + " exceeds the model's context_length " + std::to_string(n_ctx));
   const bool bos = tok->bos_id() >= 0 && tok->add_bos();

@@ -1,6 +1,6 @@
 // engine/cli/cmd_plan.cpp — `ds4-offload plan`: placement plan dry run and plan file.
 //
-//   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [--ctx N] [--chunk N]
+//   ds4-offload plan (-m MODEL.gguf | [--model-config F] --quant-mix M) [--hw PROFILE] [-c N] [--chunk N]
 //                    [--stats F | --prior uniform|zipf [--zipf-s S]] [--dry-run] [--json FILE]
 //   ds4-offload plan --probe [--probe-dir DIR] [--probe-mem-mib N] [--probe-nvme-mib N] [--probe-h2d-mib N]
 //                    [--probe-decode N] [--write-profile F]
@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "engine/official_checkpoint.h"
+#include "ds4/format_number.h"
 #include "engine/cli/cli_common.h"
 #include "engine/cli/command.h"
 #include "engine/cli/plan_decode_probe.h"
@@ -94,7 +95,7 @@ struct PlanArgs {
   int64_t decode_depth = -1;
 };
 PlanArgs args;
-CLI::Option* ctx_option = nullptr;    // to tell a given --ctx from the default
+CLI::Option* ctx_option = nullptr;    // to tell a given -c/--ctx-size from the default
 CLI::Option* prior_option = nullptr;
 CLI::Option* zipf_option = nullptr;
 CLI::Option* chunk_option = nullptr;
@@ -108,12 +109,12 @@ CLI::App* setup(CLI::App& app) {
                 "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
   s->add_option("--quant-mix", args.quant_mix, "Quant mix without -m: ds4-q2, iq1_m, mxfp4, q4_k");
   s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine");
-  ctx_option = s->add_option("--ctx", args.ctx,
+  ctx_option = s->add_option("-c,--ctx-size,--ctx", args.ctx,
                              "Context length the KV/state budget is sized for (tokens); default 32768, or the "
                              "model's context_length when that is shorter")
                    ->default_val(args.ctx)
                    ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  chunk_option = s->add_option("--chunk", args.chunk, "Prefill chunk (tokens); default 2048 or --ctx if shorter")
+  chunk_option = s->add_option("--chunk", args.chunk, "Prefill chunk (tokens); default 2048 or -c/--ctx-size if shorter")
       ->default_val(args.chunk)->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1 or v2, from `calibrate` or `run --routing-out`)");
   prior_option = s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
@@ -182,7 +183,7 @@ int run() {
   for (const auto& [out, opt] : {std::pair{args.json, "--json"}, std::pair{args.write_profile, "--write-profile"}})
     if (auto w = check_output_writable(out, opt); !w) return fail(w.error().message);
   if (!std::isfinite(args.zipf_s))
-    return fail("--zipf-s: expected a number in [0, 8], found " + std::to_string(args.zipf_s));
+    return fail("--zipf-s: expected a number in [0, 8], found " + format_number(args.zipf_s));
   // The profile file is written once every input has been read (no output on a failed run).
   auto write_profile = [](const HwProfile& h) -> int {
     if (args.write_profile.empty()) return 0;
@@ -273,7 +274,7 @@ int run() {
     if (ctx_option->count() == 0) {
       args.ctx = std::min(args.ctx, shape.max_ctx);
     } else if (args.ctx > shape.max_ctx) {
-      return fail("--ctx " + std::to_string(args.ctx) + " exceeds the model's context length " +
+      return fail("-c/--ctx-size " + std::to_string(args.ctx) + " exceeds the model's context length " +
                   std::to_string(shape.max_ctx) + " tokens");
     }
   }
@@ -282,7 +283,7 @@ int run() {
     return fail("--decode-depth " + std::to_string(args.decode_depth) + " exceeds the model's context_length " +
                 std::to_string(shape.max_ctx) + " (positions 0 .. " + std::to_string(shape.max_ctx - 1) + ")");
   if (args.decode_depth >= 0 && ctx_option->count() > 0 && args.decode_depth >= args.ctx)
-    return fail("--decode-depth " + std::to_string(args.decode_depth) + " exceeds --ctx " + std::to_string(args.ctx) +
+    return fail("--decode-depth " + std::to_string(args.decode_depth) + " exceeds -c/--ctx-size " + std::to_string(args.ctx) +
                 " (positions 0 .. " + std::to_string(args.ctx - 1) + ")");
   if (chunk_option->count() == 0) args.chunk = std::min(args.chunk, args.ctx);
   if (args.prior != "zipf" && zipf_option->count() > 0)
@@ -375,7 +376,7 @@ int run() {
     }
     if (auto v = validate_hw_profile(hw, "emulated profile"); !v) return fail(v.error().message);
     hw_source += "; + 1 EMULATED GPU: VRAM = host memory (" + std::to_string(args.emulate_gpu_kib) +
-                 " KiB expert room), H2D = memcpy " + std::to_string(g.h2d_gbps) + " GB/s";
+                 " KiB expert room), H2D = memcpy " + format_number(g.h2d_gbps) + " GB/s";
   }
   CostModel cm(in);
 

@@ -1,4 +1,5 @@
-// engine/cli/cmd_score.cpp — `ds4-offload score -m MODEL --token-ids FILE --logits-out FILE`:
+// engine/cli/cmd_score.cpp — `ds4-offload score -m MODEL --token-ids FILE --logits-out FILE [-c N]
+// [--plan PLAN]`:
 // teacher-forced logits for every position of a token-id sequence, as little-endian float32
 // [positions x vocab] (row-major). Used by the golden tests.
 #include <bit>
@@ -22,7 +23,10 @@ ScoreArgs args;
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("score", "Teacher-forced logits of a token-id sequence, written as float32 [positions x vocab]");
-  add_model_options(s, args.model, ModelOptionSet{});
+  add_model_options(s, args.model,
+                    ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true,
+                                   .ctx_help = "Context length in tokens (0 = the model's context_length): the most "
+                                               "positions scored; a longer sequence is refused"});
   s->add_option("--token-ids", args.ids_file, "File of whitespace-separated token ids (- = standard input; at most 16 MiB)")->required();
   s->add_option("--logits-out", args.logits_out, "Output file: little-endian float32 [positions x vocab] (- = standard output)")->required();
   s->add_option("--chunk", args.chunk, "Feed the sequence in chunks of this many tokens (0 = one call)")
@@ -45,12 +49,16 @@ int run() {
   auto ids = parse_token_ids(text.value(), args.ids_file, vocab);
   if (!ids) return fail(cmd, ids.error().message);
   const auto& t = ids.value();
-  if (int64_t(t.size()) > m->config().n_ctx)
-    return fail(cmd, args.ids_file + ": " + std::to_string(t.size()) + " tokens exceed the model's context_length " +
-                         std::to_string(m->config().n_ctx));
+  const int64_t n_ctx = args.model.ctx_size > 0 ? args.model.ctx_size : m->config().n_ctx;
+  if (int64_t(t.size()) > n_ctx)
+    return fail(cmd, args.ids_file + ": " + std::to_string(t.size()) + " tokens exceed " +
+                         (args.model.ctx_size > 0 ? "the context of " + std::to_string(n_ctx) + " tokens (-c/--ctx-size)"
+                                                  : "the model's context_length " + std::to_string(n_ctx)));
   AtomicOutputFile out(args.logits_out, "--logits-out");
   if (auto o = out.open(); !o) return fail(cmd, o.error().message);
-  auto session = Session::create(m);
+  SessionOptions so;
+  so.capacity = args.model.ctx_size;  // 0: the default (context_length capped)
+  auto session = Session::create(m, so);
   if (!session) return fail(cmd, session.error().message);
   const size_t chunk = args.chunk > 0 ? size_t(args.chunk) : t.size();
   std::vector<float> logits;

@@ -1,4 +1,4 @@
-// engine/cli/cmd_serve.cpp — `ds4-offload serve -m MODEL [--host H] [--port P] [-np N] [--ctx N]
+// engine/cli/cmd_serve.cpp — `ds4-offload serve -m MODEL [--host H] [--port P] [-np N] [-c N]
 // [--api-key KEY] [--model-alias NAME] ...`: loads the model once and serves the OpenAI-compatible
 // API of engine/server/http_server.h until SIGINT/SIGTERM.
 #include <cstdio>
@@ -22,12 +22,12 @@ CLI::Option* s_api_key = nullptr;
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API (chat, completions, models, metrics)");
   auto& o = args.opts;
-  add_model_options(s, args.model, ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true});
+  add_model_options(s, args.model,
+                    ModelOptionSet{.model_required = true, .experts_tier = true, .plan = true, .ctx_size = true,
+                                   .ctx_help = "Context per slot in tokens (0 = the model's context_length)"});
   s->add_option("--host", o.host, "Address to listen on (loopback by default)")->capture_default_str();
   s->add_option("--port", o.port, "Port (0 = any free port; the chosen one is printed)")->capture_default_str();
   s->add_option("--np,--parallel", o.n_slots, "Sequence slots served together (-np N is accepted too)")
-      ->capture_default_str();
-  s->add_option("--ctx", o.ctx, "Context per slot in tokens, same as -c/--ctx-size (0 = the model's context_length)")
       ->capture_default_str();
   s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
       ->capture_default_str();
@@ -42,7 +42,16 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
   s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
   s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
-  s->add_option("--timeout", o.timeout_s, "Read/write timeout per connection in seconds (slow clients)")
+  s->add_option("--timeout", o.timeout_s,
+                "Seconds a reply may wait for a slow client to take its bytes, and the most a request body may take")
+      ->capture_default_str();
+  s->add_option("--header-timeout", o.header_timeout_s,
+                "Seconds a client has to send a request's headers (from connecting, or from its previous reply on a "
+                "kept-alive connection), and the longest pause inside a body; slower clients are closed (408). "
+                "Waiting clients hold no worker thread")
+      ->capture_default_str();
+  s->add_option("--max-connections", o.max_connections,
+                "Open TCP connections served at once (idle ones included); more are answered 503 and closed")
       ->capture_default_str();
   return s;
 }
@@ -56,9 +65,14 @@ int run() {
   if (o.prefix_cache_mib > (1u << 20)) return fail(cmd, "--prefix-cache-mib: expected 0 to 1048576, found " + std::to_string(o.prefix_cache_mib));
   if (o.prefix_cache_block < 1) return fail(cmd, "--prefix-cache-block: expected 1 or more tokens, found " + std::to_string(o.prefix_cache_block));
   if (o.port < 0 || o.port > 65535) return fail(cmd, "--port: expected 0 to 65535, found " + std::to_string(o.port));
-  if (o.ctx == 0) o.ctx = args.model.ctx_size;
-  if (o.ctx < 0) return fail(cmd, "--ctx: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
+  o.ctx = args.model.ctx_size;
+  if (o.ctx < 0)
+    return fail(cmd, "-c/--ctx-size: expected 0 (the model's) or a positive count, found " + std::to_string(o.ctx));
   if (o.timeout_s < 1) return fail(cmd, "--timeout: expected 1 or more seconds, found " + std::to_string(o.timeout_s));
+  if (o.header_timeout_s < 1)
+    return fail(cmd, "--header-timeout: expected 1 or more seconds, found " + std::to_string(o.header_timeout_s));
+  if (o.max_connections < 1 || o.max_connections > 65536)
+    return fail(cmd, "--max-connections: expected 1 to 65536, found " + std::to_string(o.max_connections));
   // `--api-key "$UNSET"` must not switch authentication off silently.
   if (s_api_key != nullptr && s_api_key->count() > 0 && o.api_key.empty())
     return fail(cmd, "--api-key: expected a non-empty key, found an empty string");
@@ -66,11 +80,9 @@ int run() {
   if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
   if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;
   if (o.model_alias.empty()) o.model_alias = std::filesystem::path(args.model.model).stem().string();
-  // Checked from the header before the load: a tokenizer (every endpoint takes text) and --ctx.
+  // Checked from the header before the load: a tokenizer (every endpoint takes text) and -c.
   ModelNeeds need;
   need.tokenizer = true;
-  need.ctx = o.ctx;
-  need.ctx_option = "--ctx (-c/--ctx-size)";
   auto model = load_model(args.model, cmd, need);
   if (!model) return fail(cmd, model.error().message);
   if (auto r = server::serve(model.value(), o); !r) return fail(cmd, r.error().message);

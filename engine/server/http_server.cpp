@@ -4,6 +4,7 @@
 #include "engine/server/http_server.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include <httplib.h>
 
 #include "engine/chat_output_parser.h"
+#include "engine/server/connection_gate.h"
 #include "engine/server/engine_slot.h"
 #include "engine/server/openai_request.h"
 #include "engine/server/peer_socket.h"
@@ -68,6 +70,7 @@ struct State {
   std::atomic<uint64_t> client_gone{0};  // non-streamed requests whose client disconnected
   std::mt19937_64 seed_rng{std::random_device{}()};
   std::mutex seed_mu;
+  const GatedServer* gate = nullptr;  // connection counters for /metrics
 };
 
 // Turns a job's tokens into text / parsed events: UTF-8 completion, stop strings, then (chat) the
@@ -455,6 +458,19 @@ std::string metrics_text(State& st) {
   metric("ds4_http_client_gone_total", "counter",
          "Non-streamed requests whose client disconnected before the reply (generation cancelled).",
          double(st.client_gone.load()));
+  if (st.gate) {
+    const GateStats g = st.gate->stats();
+    metric("ds4_http_connections_open", "gauge", "TCP connections open (idle, sending a request, or being answered).",
+           double(g.open));
+    metric("ds4_http_connections_waiting", "gauge",
+           "Open connections waiting for a request head (held by the poll thread, not a worker).", double(g.waiting));
+    metric("ds4_http_connections_accepted_total", "counter", "TCP connections accepted.", double(g.accepted));
+    metric("ds4_http_connections_refused_total", "counter",
+           "Connections refused with 503 because --max-connections were open.", double(g.refused));
+    metric("ds4_http_header_timeouts_total", "counter",
+           "Connections closed because their request head did not arrive within --header-timeout (408).",
+           double(g.head_timeouts));
+  }
   metric("ds4_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(s.prompt_tokens));
   metric("ds4_prompt_seconds_total", "counter", "Seconds spent in prefill.", s.prompt_seconds);
   metric("ds4_prompt_tokens_per_second", "gauge", "Prompt tokens per second of prefill time (average).",
@@ -543,8 +559,21 @@ void handle_detokenize(State& st, const httplib::Request& http, httplib::Respons
 Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   if (opts.port < 0 || opts.port > 65535) return Error{"--port: expected 0 to 65535, found " + std::to_string(opts.port)};
   if (opts.max_messages < 1) return Error{"--max-messages: expected 1 or more"};
+  if (opts.header_timeout_s < 1)
+    return Error{"--header-timeout: expected 1 or more seconds, found " + std::to_string(opts.header_timeout_s)};
+  if (opts.max_connections < 1)
+    return Error{"--max-connections: expected 1 or more, found " + std::to_string(opts.max_connections)};
   auto st = std::make_unique<State>();
   st->opts = opts;
+  // Each connection is a descriptor; the model, slots and logs need some of the limit too.
+  if (struct rlimit rl {}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    const int64_t room = int64_t(rl.rlim_cur) - 64;
+    if (int64_t(opts.max_connections) > room) {
+      st->opts.max_connections = int(std::max<int64_t>(room, 1));
+      std::fprintf(stderr, "serve: note: --max-connections %d lowered to %d to fit the open-file limit %lld (ulimit -n)\n",
+                   opts.max_connections, st->opts.max_connections, (long long)rl.rlim_cur);
+    }
+  }
   st->alias = opts.model_alias.empty() ? "ds4" : opts.model_alias;
   auto eng = Engine::create(std::move(model), opts.ctx);
   if (!eng) return eng.error();
@@ -579,13 +608,20 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
   }
   st->sched = std::move(sched).value();
 
-  httplib::Server svr;
-  const size_t n_threads = size_t(opts.n_slots + opts.max_queue + 4);
-  svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // Connections are held by the gate's poll thread until a request head has arrived, so idle
+  // and slow clients take no worker (engine/server/connection_gate.h). Workers: one per request
+  // that can be admitted (slots + queue) and 4 for the other endpoints (/health, /metrics, ...).
+  GatedServer svr;
+  GateOptions gate;
+  gate.header_timeout_s = opts.header_timeout_s;
+  gate.timeout_s = opts.timeout_s;
+  gate.max_connections = st->opts.max_connections;
+  gate.workers = opts.n_slots + opts.max_queue + 4;
   svr.set_payload_max_length(opts.max_body_bytes);
   svr.set_read_timeout(opts.timeout_s, 0);
   svr.set_write_timeout(opts.timeout_s, 0);
   State& s = *st;
+  s.gate = &svr;
   svr.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     // The body's size is checked from the headers, before httplib reads (or drains) any of it:
     // cpp-httplib 0.11 skips an oversized body byte by byte before answering 413. The connection
@@ -675,13 +711,13 @@ Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts) {
     std::fprintf(stderr, "serve: %s received, cancelling in-flight requests and shutting down\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
     s.sched->stop();  // first: wakes every handler waiting on a job
-    svr.stop();
+    svr.stop_gated();
   });
   std::fprintf(stderr, "serve: model %s (%s), %d slot(s), context %lld tokens, queue %d\n", s.alias.c_str(),
                s.engine->describe().c_str(), opts.n_slots, (long long)s.engine->n_ctx(), opts.max_queue);
   std::fprintf(stderr, "serve: listening on http://%s:%d\n", opts.host.c_str(), port);
   std::fflush(stderr);
-  const bool listened = svr.listen_after_bind();
+  const bool listened = svr.listen_gated(gate);
   if (!signalled) {
     const unsigned char zero = 0;
     (void)!write(g_signal_pipe[1], &zero, 1);

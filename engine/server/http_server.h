@@ -30,14 +30,18 @@ struct ServeOptions {
   std::string model_alias;     // name in /v1/models and responses ("" = the file name)
   size_t max_body_bytes = 8u << 20;
   size_t max_messages = 1024;
-  int timeout_s = 60;          // read/write timeout per connection (slow clients)
+  int timeout_s = 60;          // write timeout per send, and the most a request body may take (slow clients)
+  int header_timeout_s = 10;   // a request head must arrive within this, from connect or the previous reply
+  int max_connections = 256;   // open connections; more are answered 503 and closed
   /// Diagnostics: every reply is this text (Engine::set_scripted_output) when non-empty.
   std::string scripted_output;
 };
 
 /// Loads nothing: serves `model` until SIGINT or SIGTERM, then cancels in-flight requests and
-/// returns. Prints "serve: listening on http://HOST:PORT" to stdout once accepting. Errors: bad
-/// options, slot creation, a port that cannot be bound.
+/// returns. Prints "serve: listening on http://HOST:PORT" to stderr once accepting. Idle and slow
+/// connections wait in one poll thread, not in a worker (engine/server/connection_gate.h).
+/// Errors: bad options, slot creation, a port that cannot be bound. --max-connections above the
+/// open-file limit is lowered to fit it, with a note.
 Result<void> serve(std::shared_ptr<Model> model, const ServeOptions& opts);
 
 }  // namespace ds4::server

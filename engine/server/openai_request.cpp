@@ -1,5 +1,6 @@
 // engine/server/openai_request.cpp — see openai_request.h.
 #include "engine/server/openai_request.h"
+#include "ds4/format_number.h"
 
 #include <set>
 
@@ -39,8 +40,8 @@ std::optional<ApiError> get_number(const Json& b, const char* key, double lo, do
   if (!v.is_number()) return wrong_type(key, "a number", v);
   const double x = v.get<double>();
   if (!(lo_open ? x > lo : x >= lo) || !(x <= hi))
-    return bad(key, std::string("'") + key + "': expected a number in " + (lo_open ? "(" : "[") + std::to_string(lo) +
-                        ", " + std::to_string(hi) + "], found " + v.dump());
+    return bad(key, std::string("'") + key + "': expected a number in " + (lo_open ? "(" : "[") + format_number(lo) +
+                        ", " + format_number(hi) + "], found " + v.dump());
   out = float(x);
   return std::nullopt;
 }

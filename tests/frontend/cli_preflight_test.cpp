@@ -152,7 +152,11 @@ TEST_F(Preflight, ContextBeyondTheModelIsRefusedFromTheHeader) {
   expect_early_error(sh("bench -m " + gguf() + " -c 5000 -p 1 -n 2 -r 1"), "bench",
                      "-c/--ctx-size 5000: expected at most the model's context_length 1024");
   expect_early_error(sh("serve -m " + gguf() + " --port 0 --ctx 5000"), "serve",
-                     "--ctx (-c/--ctx-size) 5000: expected at most the model's context_length 1024");
+                     "-c/--ctx-size 5000: expected at most the model's context_length 1024");
+  std::ofstream(dir_ / "ids.txt") << "0 1 2";
+  expect_early_error(sh("score -m " + gguf() + " --token-ids '" + (dir_ / "ids.txt").string() + "' --logits-out '" +
+                        (dir_ / "o.f32").string() + "' --ctx-size 5000"),
+                     "score", "-c/--ctx-size 5000: expected at most the model's context_length 1024");
   std::ofstream(dir_ / "t.txt") << "some text";
   expect_early_error(sh("perplexity -m " + gguf() + " -f '" + (dir_ / "t.txt").string() + "' -c 5000"), "perplexity",
                      "-c/--ctx-size 5000: expected at most the model's context_length 1024");

@@ -203,6 +203,12 @@ TEST_F(Cli, ScoreRejectsBadInputs) {
   check("score " + m + "--token-ids '" + (dir_ / "big.txt").string() + "'" + out, "id 512 is out of range");
   check("score " + m + "--token-ids '" + (dir_ / "neg.txt").string() + "'" + out, "token 2");
   check("score " + m + "--token-ids '" + (dir_ / "empty.txt").string() + "'" + out, "found none");
+  // A NUL byte inside a token is shown escaped with the token's byte offset (it used to end the message).
+  write(dir_ / "nul.txt", std::string("0 1\0" "2 5", 7));
+  check("score " + m + "--token-ids '" + (dir_ / "nul.txt").string() + "'" + out,
+        "token 2: expected a non-negative integer id, found \"1\\x002\" (at byte offset 2)");
+  write(dir_ / "ctl.txt", std::string("0 \x01\xff\"\n", 6));
+  check("score " + m + "--token-ids '" + (dir_ / "ctl.txt").string() + "'" + out, "found \"\\x01\\xff\\\"\" (at byte offset 2)");
   check("score " + m + "--token-ids '" + (dir_ / "missing.txt").string() + "'" + out, "file not found");
   check("score -m '" + (dir_ / "nope.gguf").string() + "' --token-ids '" + (dir_ / "ok.txt").string() + "'" + out,
         "file not found");
@@ -296,6 +302,46 @@ TEST_F(Cli, RunRejectsBadInputs) {
 
 // What a llama.cpp user types works: -c, -n -1, --seed -1, -f -, an empty prompt, -ngl, one error
 // style and exit code, an unknown subcommand named.
+// Every command that sizes a context takes llama.cpp's -c/--ctx-size (and --ctx, the older name);
+// score takes -c and --plan like run.
+TEST_F(Cli, EveryModelCommandTakesCtxSize) {
+  for (const char* c : {"run", "chat", "score", "perplexity", "bench", "serve", "calibrate", "plan"}) {
+    auto h = sh(std::string(c) + " --help");
+    EXPECT_EQ(h.code, 0) << c << "\n" << h.text;
+    EXPECT_NE(h.text.find("-c,--ctx-size,--ctx"), std::string::npos) << c << " --help:\n" << h.text;
+  }
+  for (const char* c : {"run", "chat", "score", "perplexity", "bench", "serve"}) {
+    auto h = sh(std::string(c) + " --help");
+    EXPECT_NE(h.text.find("--plan"), std::string::npos) << c << " --help:\n" << h.text;
+  }
+  const std::string m = "-m '" + fixture_gguf().string() + "' ";
+  const std::string out = " --logits-out '" + (dir_ / "o.f32").string() + "'";
+  write(dir_ / "ids.txt", "0 1 2");
+  const std::string ids = "--token-ids '" + (dir_ / "ids.txt").string() + "'";
+  // score -c N: at most N positions; --ctx is the same option.
+  for (const char* flag : {"-c", "--ctx-size", "--ctx"}) {
+    auto r = sh("score " + m + ids + out + " " + flag + " 2");
+    EXPECT_EQ(r.code, 1) << flag << "\n" << r.text;
+    EXPECT_NE(r.text.find("3 tokens exceed the context of 2 tokens (-c/--ctx-size)"), std::string::npos) << r.text;
+  }
+  auto ok = sh("score " + m + ids + out + " -c 3");
+  ASSERT_EQ(ok.code, 0) << ok.text;
+  EXPECT_EQ(fs::file_size(dir_ / "o.f32"), 3u * 512u * 4u);  // 3 positions x the fixture's vocab of 512
+  // score --plan reads the plan like run: a missing file is named before loading.
+  auto plan = sh("score " + m + ids + out + " --plan '" + (dir_ / "none.json").string() + "'");
+  EXPECT_EQ(plan.code, 1) << plan.text;
+  EXPECT_NE(plan.text.find("--plan '" + (dir_ / "none.json").string() + "': file not found"), std::string::npos)
+      << plan.text;
+  // run --ctx is -c; plan -c is its --ctx.
+  auto run = sh("run " + m + "-p 'hello there' --ctx 16 -n 5000 --temp 0");
+  ASSERT_EQ(run.code, 0) << run.text;
+  EXPECT_NE(run.text.find("exceeds the context of 16 tokens: -n clamped to 7"), std::string::npos) << run.text;
+  auto pl = sh("plan " + m + "-c 5000 --dry-run");
+  EXPECT_EQ(pl.code, 1) << pl.text;
+  EXPECT_NE(pl.text.find("-c/--ctx-size 5000 exceeds the model's context length 1024 tokens"), std::string::npos)
+      << pl.text;
+}
+
 TEST_F(Cli, LlamaCppHabits) {
   const std::string m = "run -m '" + fixture_gguf().string() + "' ";
   auto has = [](const Out& r, const std::string& s) { return r.text.find(s) != std::string::npos; };
@@ -344,6 +390,15 @@ TEST_F(Cli, LlamaCppHabits) {
   EXPECT_TRUE(has(b0, "tg3 @ d0")) << b0.text;
   EXPECT_FALSE(has(b0, "| pp0")) << b0.text;
   EXPECT_TRUE(has(b0, "- tiers (tg3 @ d0, backend counters, B/tok): device-resident ")) << b0.text;
+  // -p beyond the context is refused from the header, before the memory probe: with a 1 TiB
+  // probe buffer (which cannot be allocated here) the -p error is the one reported.
+  auto bp = sh("bench -m '" + fixture_gguf().string() + "' -p 1000000 -n 2 -r 1 --probe-mib 1048576");
+  EXPECT_EQ(bp.code, 1) << bp.text;
+  EXPECT_TRUE(has(bp, "ds4-offload bench: error: -p 1000000 exceeds the model's context_length 1024")) << bp.text;
+  EXPECT_FALSE(has(bp, "memory probe")) << bp.text;
+  auto bc = sh("bench -m '" + fixture_gguf().string() + "' -c 64 -p 100 -n 2 -r 1 --probe-mib 1048576");
+  EXPECT_EQ(bc.code, 1) << bc.text;
+  EXPECT_TRUE(has(bc, "-p 100 exceeds the context of 64 tokens (-c)")) << bc.text;
   // An unknown subcommand is named, with the list; parse errors use the same style and code.
   auto unk = sh("runn -m x");
   EXPECT_EQ(unk.code, 1);
@@ -625,6 +680,31 @@ TEST_F(Cli, MakeTinyThenRunChat) {
   EXPECT_EQ(nodir.code, 1) << nodir.text;
 }
 
+// make-tiny checks -o before any work (the model takes seconds to build): /dev/null, a folder, a
+// missing folder and (when not root) an unwritable folder are one error each, printed before the
+// config line that starts the work; nothing is left behind.
+TEST_F(Cli, MakeTinyOutputIsCheckedFirst) {
+  auto check = [&](const std::string& out, const std::string& needle) {
+    auto r = sh("make-tiny -o '" + out + "' --experts q8_0");
+    EXPECT_EQ(r.code, 1) << out << "\n" << r.text;
+    EXPECT_NE(r.text.find("ds4-offload make-tiny: error: -o/--output"), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.text;
+    EXPECT_EQ(r.text.find("make-tiny: config"), std::string::npos) << "work started before the check:\n" << r.text;
+  };
+  check("/dev/null", "expected a regular file path");
+  check("/dev/null", "found a character device");
+  check(dir_.string(), "expected a file path, found the directory");
+  check((dir_ / "no" / "x.gguf").string(), "does not exist");
+  if (::geteuid() != 0) {
+    fs::create_directories(dir_ / "ro");
+    fs::permissions(dir_ / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    check((dir_ / "ro" / "x.gguf").string(), "not writable");
+    fs::permissions(dir_ / "ro", fs::perms::owner_all);
+  }
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename(), "ro") << "left behind: " << e.path();
+}
+
 // make-tiny --random-blocks (the built-in config, public IQ2_XXS/Q2_K mix): the file validates
 // (loads, deep checks, a forward pass with finite logits), `run -n 4` exits 0 and decodes, and
 // `score` over a few tokens gives finite logits of the vocabulary's width.
@@ -814,6 +894,31 @@ TEST_F(Cli, ConvertCalibrationNamesNoActivationsOption) {
   EXPECT_NE(r.text.find("convert: activations: f32 ("), std::string::npos) << r.text;
   EXPECT_EQ(r.text.find("--activations"), std::string::npos) << r.text;
   EXPECT_NE(r.text.find("calibrated on 1 prompts"), std::string::npos) << r.text;
+}
+
+// Integers in error messages print as integers, not "4096.000000": the sampler's integer options,
+// make-tiny's config ranges, a hardware profile's GiB figures.
+TEST_F(Cli, IntegersInMessagesPrintAsIntegers) {
+  auto topk = sh("run -m '" + fixture_gguf().string() + "' -p x -n 1 --top-k -1");
+  EXPECT_EQ(topk.code, 1) << topk.text;
+  EXPECT_NE(topk.text.find("sampler: --top-k: expected 0 (off) or a count, found -1\n"), std::string::npos)
+      << topk.text;
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(test::source_dir() / "configs/models/dsv4-tiny.json"));
+  cfg["rope_theta"] = 0.5;
+  write(dir_ / "cfg.json", cfg.dump());
+  auto mt = sh("make-tiny -o '" + (dir_ / "t.gguf").string() + "' --config '" + (dir_ / "cfg.json").string() + "'");
+  EXPECT_EQ(mt.code, 1) << mt.text;
+  EXPECT_NE(mt.text.find("'rope_theta': expected a number in [1, 1000000000000], found 0.5"), std::string::npos)
+      << mt.text;
+  nlohmann::json hw = nlohmann::json::parse(std::ifstream(test::source_dir() / "configs/hw/1x2080ti-22g-pcie3.json"));
+  hw["host"]["reserved_gib"] = 4096;
+  write(dir_ / "hw.json", hw.dump());
+  auto pl = sh("plan -m '" + fixture_gguf().string() + "' --hw '" + (dir_ / "hw.json").string() + "' --dry-run");
+  EXPECT_EQ(pl.code, 1) << pl.text;
+  EXPECT_NE(pl.text.find("host.reserved_gib: expected less than the installed memory (1024 GiB), found 4096 GiB"),
+            std::string::npos)
+      << pl.text;
+  for (const auto& r : {topk, mt, pl}) EXPECT_EQ(r.text.find(".000000"), std::string::npos) << r.text;
 }
 
 }  // namespace

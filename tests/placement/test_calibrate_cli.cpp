@@ -221,7 +221,7 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   const std::string m = "plan -m '" + fixture().string() + "'" + hw + " --dry-run";
   o = sh(m + " --ctx 5000");
   EXPECT_EQ(o.code, 1);
-  EXPECT_NE(o.text.find("--ctx 5000 exceeds the model's context length 1024 tokens"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("-c/--ctx-size 5000 exceeds the model's context length 1024 tokens"), std::string::npos) << o.text;
   o = sh(m);
   EXPECT_EQ(o.code, 0) << o.text;
   EXPECT_NE(o.text.find("context    1024 tokens; prefill chunk 1024 tokens"), std::string::npos) << o.text;
@@ -235,7 +235,7 @@ TEST(CalibrateCli, InputErrorsAreReported) {
   EXPECT_NE(o.text.find("exceeds the model's context_length 1024"), std::string::npos) << o.text;
   o = sh(m + " --ctx 512 --decode-depth 600");
   EXPECT_EQ(o.code, 1);
-  EXPECT_NE(o.text.find("--decode-depth 600 exceeds --ctx 512"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("--decode-depth 600 exceeds -c/--ctx-size 512"), std::string::npos) << o.text;
   o = sh(m + " --decode-depth 1023");
   EXPECT_EQ(o.code, 0) << o.text;
   o = sh(m + " --seed -1");

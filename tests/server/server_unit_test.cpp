@@ -142,6 +142,16 @@ TEST(OpenAiRequest, RefusedByName) {
     EXPECT_EQ(e->param, c.param) << c.body;
     EXPECT_NE(e->message.find(c.param), std::string::npos) << e->message;
   }
+  // The ranges print as integers where they are ("[0, 2]", not "[0.000000, 2.000000]").
+  {
+    GenerationRequest r;
+    auto e = chat(R"({"messages":[{"role":"user","content":"q"}],"temperature":3})", r);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->message.find("'temperature': expected a number in [0, 2], found 3"), std::string::npos) << e->message;
+    e = chat(R"({"messages":[{"role":"user","content":"q"}],"top_p":1.5})", r);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->message.find("'top_p': expected a number in (0, 1], found 1.5"), std::string::npos) << e->message;
+  }
   RequestLimits lim;
   lim.max_messages = 2;
   GenerationRequest r;
