@@ -1,4 +1,5 @@
-// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16, BF16, Q8_0 and MXFP4 weight
+// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16, BF16, Q8_0, MXFP4 and the
+// super-block types Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M (loaders in dot_f32_superblocks.inc) weight
 // rows (AVX2 and AVX-512; F8_E4M3_R128 on AVX-512 only) with FP32 activations:
 // dot_f32(decode(w_row), x) bit for bit (kernels/quant/dot_f32.h order) without decoding the row
 // to a buffer. F16 -> F32 by F16C / AVX-512F vcvtph2ps, BF16 -> F32 by a 16-bit
@@ -21,6 +22,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
+#include "kernels/quant/decode.h"
 #include "kernels/quant/dot_f32.h"
 #include "kernels/quant/grids.h"
 
@@ -30,7 +32,8 @@ namespace {
 constexpr int kL = quant::kDotF32Lanes;
 
 #define DS4_T2 __attribute__((target("avx2,fma,f16c")))
-#define DS4_T5 __attribute__((target("avx512f")))
+// The AVX-512 family is used only where AVX2, FMA and F16C are usable too (cpu_features.cpp).
+#define DS4_T5 __attribute__((target("avx512f,avx2,fma,f16c")))
 
 // ---- weight loaders: 8 (ymm, kY) or 16 (zmm) FP32 values from element offset i of a row -------
 struct LoadF32 {
@@ -150,6 +153,20 @@ struct LoadF8R128 {  // e4m3(qs[j]) * 2^(e-127)
   }
 };
 
+#include "kernels/cpu/dot_f32_superblocks.inc"
+
+/// The 32 values of chunk i (i % 32 == 0) as two zmm: the loader's z2 where it has one (one
+/// decode of the group's scales), else two z calls.
+template <class L>
+DS4_T5 inline void z32(const uint8_t* r, int64_t i, __m512* v) {
+  if constexpr (requires { L::kZ2; }) {
+    L::z2(r, i, v);
+  } else {
+    v[0] = L::z(r, i);
+    v[1] = L::z(r, i + 16);
+  }
+}
+
 DS4_T2 inline float butterfly_y(const __m256* c) {  // lanes 0..31 in c[0..3]
   const __m256 a = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));  // off 16, 8
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));        // off 4
@@ -253,10 +270,11 @@ DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float
   __m512 lo[K], hi[K];
   for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
   auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T5 {
-    const __m512 w0 = L::z(wr, wi), w1 = L::z(wr, wi + 16);
+    __m512 wv[2];
+    z32<L>(wr, wi, wv);
     for (int k = 0; k < K; ++k) {
-      lo[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xp[k]), lo[k]);
-      hi[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xp[k] + 16), hi[k]);
+      lo[k] = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp[k]), lo[k]);
+      hi[k] = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp[k] + 16), hi[k]);
     }
   };
   int64_t i = 0;
@@ -286,8 +304,10 @@ DS4_T5 void shared_x_z(const uint8_t* const* w, const float* x, int64_t n, float
   auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T5 {
     const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + 16);
     for (int k = 0; k < K; ++k) {
-      lo[k] = _mm512_fmadd_ps(L::z(wr[k], wi), x0, lo[k]);
-      hi[k] = _mm512_fmadd_ps(L::z(wr[k], wi + 16), x1, hi[k]);
+      __m512 wv[2];
+      z32<L>(wr[k], wi, wv);
+      lo[k] = _mm512_fmadd_ps(wv[0], x0, lo[k]);
+      hi[k] = _mm512_fmadd_ps(wv[1], x1, hi[k]);
     }
   };
   int64_t i = 0;
@@ -370,7 +390,12 @@ Fam fused_family(GgmlType type, Fam f) {
     case GgmlType::F16:
     case GgmlType::BF16: return f;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4: return f;
+    case GgmlType::MXFP4:
+    case GgmlType::Q2_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M: return f;
     case GgmlType::F8_E4M3_R128: return f == Fam::Avx512 ? f : Fam::Scalar;
     default: return Fam::Scalar;
   }
@@ -385,6 +410,11 @@ auto with_loader(GgmlType type, Fn&& fn) {
     case GgmlType::Q8_0: return fn(LoadQ8_0{});
     case GgmlType::MXFP4: return fn(LoadMXFP4{});
     case GgmlType::F8_E4M3_R128: return fn(LoadF8R128{});
+    case GgmlType::Q2_K: return fn(LoadQ2_K{});
+    case GgmlType::IQ2_XXS: return fn(LoadIQ2_XXS{});
+    case GgmlType::IQ2_XS: return fn(LoadIQ2_XS{});
+    case GgmlType::IQ1_S: return fn(LoadIQ1_S{});
+    case GgmlType::IQ1_M: return fn(LoadIQ1_M{});
     default: return fn(LoadF32{});
   }
 }
