@@ -147,10 +147,12 @@ void fill_superblocks(GgmlType type, std::vector<uint8_t>& w, std::mt19937_64& r
 /// F32-activation path (issue 19): `rows` x `cols` weights of `type` (F32 / F16 / BF16 / Q8_0 /
 /// MXFP4 / F8_E4M3_R128 random finite values; Q2_K / IQ2_XXS / IQ2_XS / IQ1_S / IQ1_M random valid
 /// blocks, fill_superblocks) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
-/// (in-place decode + dot_f32 order, dot_f32_wide.cpp); decode = the pre-issue-19 way, each row
-/// dequantize_row'd to a buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
-void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, bool fused) {
-  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+/// (in-place decode + dot_f32 order, dot_f32_wide.cpp) on the family `mode` picks (Auto, or
+/// Avx2 for the fused_avx2 cases); decode = the pre-issue-19 way, each row dequantize_row'd to a
+/// buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
+void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, bool fused,
+                ds4::cpu::SimdMode mode = ds4::cpu::SimdMode::Auto) {
+  ds4::cpu::set_simd_mode(mode);
   const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
   std::vector<uint8_t> w(size_t(rb * rows));
   std::mt19937_64 rng(7);
@@ -186,6 +188,7 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
   state.counters["GBps"] = benchmark::Counter(double(rb * rows) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -295,6 +298,14 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_f32act(st, type, 1024, 4096, ntok, fused); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
+        // The AVX2 family's fused kernels on a CPU whose Auto choice is a wider one.
+        if (fused && ds4::cpu::backend_usable(ds4::cpu::DotBackend::Avx512Vnni)) {
+          const std::string n2 = "f32act/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/1024x4096/n" +
+                                 std::to_string(ntok) + "/fused_avx2/t1/hot";
+          benchmark::RegisterBenchmark(n2.c_str(), [=](benchmark::State& st) {
+            run_f32act(st, type, 1024, 4096, ntok, true, ds4::cpu::SimdMode::Avx2);
+          })->UseRealTime()->Unit(benchmark::kMillisecond);
+        }
       }
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ2_XXS, GgmlType::Q2_K})
     for (int64_t cols : {256, 2048}) {
