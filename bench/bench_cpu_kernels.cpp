@@ -146,7 +146,7 @@ void fill_superblocks(GgmlType type, std::vector<uint8_t>& w, std::mt19937_64& r
 
 /// F32-activation path (issue 19): `rows` x `cols` weights of `type` (F32 / F16 / BF16 / Q8_0 /
 /// MXFP4 / F8_E4M3_R128 random finite values; Q2_K / IQ2_XXS / IQ2_XS / IQ1_S / IQ1_M random valid
-/// blocks, fill_superblocks) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
+/// blocks, fill_superblocks; NVFP4 / NVFP4_S2 random bytes, s2 = 1) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
 /// (in-place decode + dot_f32 order, dot_f32_wide.cpp) on the family `mode` picks (Auto, or
 /// Avx2 for the fused_avx2 cases); decode = the pre-issue-19 way, each row dequantize_row'd to a
 /// buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
@@ -166,6 +166,13 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
     }
   } else if (ds4::ggml_type_geometry(uint32_t(type))->block_elems == 256) {
     fill_superblocks(type, w, rng);
+  } else if (type == GgmlType::NVFP4 || type == GgmlType::NVFP4_S2) {  // any bytes are valid; s2 = 1
+    for (auto& b : w) b = uint8_t(rng());
+    if (type == GgmlType::NVFP4_S2)
+      for (size_t o = 0; o < w.size(); o += 40) {
+        const float one = 1.0f;
+        std::memcpy(&w[o], &one, 4);
+      }
   } else {
     for (int64_t r = 0; r < rows; ++r) {
       for (auto& v : tmp) v = nd(rng);
@@ -290,7 +297,8 @@ int main(int argc, char** argv) {
     }
   }
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128,
-                        GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M})
+                        GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M,
+                        GgmlType::NVFP4, GgmlType::NVFP4_S2})
     for (int64_t ntok : {1, 4})
       for (bool fused : {false, true}) {
         const std::string name = "f32act/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/1024x4096/n" +

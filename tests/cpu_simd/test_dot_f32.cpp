@@ -146,7 +146,9 @@ TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
 }
 
 /// Random blocks of a block type (Q8_0: finite fp16 scale, any codes; MXFP4: scale 2^-28..2^22, any
-/// codes; F8_E4M3_R128: scale 2^-27..2^23, any E4M3 code but the NaN ones).
+/// codes; F8_E4M3_R128: scale 2^-27..2^23, any E4M3 code but the NaN ones; NVFP4: any bytes (every
+/// UE4M3 scale byte decodes finite, 0x00 / 0x7F to 0); NVFP4_S2: that plus a tensor scale s2 =
+/// normal x 2^-20..2^20).
 std::vector<uint8_t> random_blocks(GgmlType type, int64_t n, std::mt19937_64& rng) {
   std::vector<uint8_t> row(size_t(cpu::row_bytes(type, n)));
   std::uniform_int_distribution<int> byte(0, 255), e(100, 150);
@@ -155,6 +157,13 @@ std::vector<uint8_t> random_blocks(GgmlType type, int64_t n, std::mt19937_64& rn
     for (size_t o = 0; o < row.size(); o += 34) row[o + 1] = uint8_t(row[o + 1] & 0x3F);  // |d| < 2
   } else if (type == GgmlType::MXFP4) {
     for (size_t o = 0; o < row.size(); o += 17) row[o] = uint8_t(e(rng));
+  } else if (type == GgmlType::NVFP4) {
+  } else if (type == GgmlType::NVFP4_S2) {
+    std::uniform_int_distribution<int> mag(-20, 20);
+    for (size_t o = 0; o < row.size(); o += 40) {
+      const float s2 = std::ldexp(std::normal_distribution<float>(0, 1)(rng), mag(rng));
+      std::memcpy(&row[o], &s2, 4);
+    }
   } else {
     for (size_t o = 0; o < row.size(); o += 129) {
       row[o] = uint8_t(e(rng));
@@ -171,14 +180,14 @@ TEST(DotF32, FusedBlockRowsEqualDecodeThenReference) {
   for (SimdMode m : {SimdMode::ForceScalar, SimdMode::Avx2, SimdMode::Avx512Vnni}) {
     cpu::set_simd_mode(m);
     if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
-    for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128}) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128, GgmlType::NVFP4, GgmlType::NVFP4_S2}) {
       ASSERT_TRUE(cpu::can_dot_row_f32(type));
-      // Q8_0 and MXFP4 decode in registers in every SIMD family, F8_E4M3_R128 in the AVX-512 one only.
+      // Q8_0, MXFP4, NVFP4(_S2) decode in registers in every SIMD family, F8_E4M3_R128 in the AVX-512 one only.
       const bool simd = cpu::selected_backend() != cpu::DotBackend::Scalar;
       EXPECT_EQ(cpu::has_fused_dot_f32(type), type == GgmlType::F8_E4M3_R128
                                                   ? cpu::selected_backend() == cpu::DotBackend::Avx512Vnni
                                                   : simd);
-      const int64_t unit = type == GgmlType::F8_E4M3_R128 ? 128 : 32;
+      const int64_t unit = ds4::ggml_type_geometry(uint32_t(type))->block_elems;
       for (int64_t blocks : {1, 3, 5, 8, 33}) {
         const int64_t n = blocks * unit;
         std::vector<std::vector<uint8_t>> w;
@@ -321,20 +330,23 @@ TEST(DotF32, FusedSuperBlockRowsEqualDecodeThenReference) {
 // decoded element i exactly (fma(w, 1, 0) = w; every other lane adds +-0), so the fused kernels
 // must reproduce dequantize_row's value of every element of every block (signed zeros aside:
 // +0 + -0 = +0 in the butterfly, so the sign of a zero element is not checked).
-TEST(DotF32, FusedSuperBlockElementsEqualDecode) {
+TEST(DotF32, FusedBlockElementsEqualDecode) {
   ModeGuard g;
   std::mt19937_64 rng(7);
   for (SimdMode m : {SimdMode::Avx2, SimdMode::Avx512Vnni}) {
     cpu::set_simd_mode(m);
     if (cpu::selected_backend() == cpu::DotBackend::Scalar) GTEST_SKIP() << "no SIMD family on this CPU";
-    for (GgmlType type : {GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
-      const int64_t nb = 2, n = nb * 256;
-      const auto w = random_superblocks(type, nb, int(rng() % 2048), rng);
+    for (GgmlType type : {GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M,
+                          GgmlType::NVFP4, GgmlType::NVFP4_S2}) {
+      const bool super = ds4::ggml_type_geometry(uint32_t(type))->block_elems == 256;
+      const int64_t n = 512;
+      auto w = super ? random_superblocks(type, 2, int(rng() % 2048), rng) : random_blocks(type, n, rng);
+      const uint8_t* wp = super ? w.data() + 1 : w.data();
       std::vector<float> wd(static_cast<size_t>(n)), x(static_cast<size_t>(n), 0.0f);
-      cpu::dequantize_row(type, w.data() + 1, wd.data(), n);
+      cpu::dequantize_row(type, wp, wd.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         x[size_t(i)] = 1.0f;
-        const float got = cpu::dot_row_f32(type, w.data() + 1, x.data(), n);
+        const float got = cpu::dot_row_f32(type, wp, x.data(), n);
         x[size_t(i)] = 0.0f;
         if (wd[size_t(i)] == 0.0f) {
           ASSERT_EQ(got, 0.0f) << "mode " << int(m) << " type " << int(type) << " i " << i;
@@ -357,7 +369,7 @@ TEST(DotF32, MatmulRowsDoNotDependOnTokenCount) {
     if (m != SimdMode::ForceScalar && cpu::selected_backend() == cpu::DotBackend::Scalar) continue;
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4,
                           GgmlType::F8_E4M3_R128, GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S,
-                          GgmlType::IQ1_M}) {
+                          GgmlType::IQ1_M, GgmlType::NVFP4, GgmlType::NVFP4_S2}) {
       const int64_t in = 256, out = 37;
       const int64_t rb = cpu::row_bytes(type, in);
       std::vector<uint8_t> w;
