@@ -265,6 +265,7 @@ DS4_T2 void shared_w_y(const uint8_t* w, const float* const* x, int64_t n, float
   auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T2 {
     __m256 wv[4];
     L::y4(wr, wi, wv);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k)
       for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(xp[k] + 8 * j), acc[k][j]);
   };
@@ -296,6 +297,7 @@ DS4_T2 void shared_x_y(const uint8_t* const* w, const float* x, int64_t n, float
   auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T2 {
     __m256 xv[4];
     for (int j = 0; j < 4; ++j) xv[j] = _mm256_loadu_ps(xp + 8 * j);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
       __m256 wv[4];
       L::y4(wr[k], wi, wv);
@@ -329,6 +331,7 @@ DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float
   auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T5 {
     __m512 wv[2];
     z32<L>(wr, wi, wv);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
       lo[k] = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp[k]), lo[k]);
       hi[k] = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp[k] + 16), hi[k]);
@@ -360,6 +363,7 @@ DS4_T5 void shared_x_z(const uint8_t* const* w, const float* x, int64_t n, float
   for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
   auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T5 {
     const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + 16);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
       __m512 wv[2];
       z32<L>(wr[k], wi, wv);
