@@ -119,12 +119,40 @@ void run_case(benchmark::State& state, const OpCase& c, ds4::cpu::SimdMode mode,
 }
 
 
+/// Random valid 256-element blocks of `type` (Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M; layouts in
+/// kernels/quant/blocks.h) in `w`: every byte random (all grid indices, signs and sub-scales are
+/// full-width fields, so any bits are valid), then the fp16 super-scales set to 1/16 (Q2_K: d and
+/// dmin; IQ1_M: its fp16 bits spread over the scales' top nibbles) so every value is finite.
+/// Written directly: the IQ encoders would take tens of seconds for a 1024 x 4096 matrix.
+void fill_superblocks(GgmlType type, std::vector<uint8_t>& w, std::mt19937_64& rng) {
+  for (auto& b : w) b = uint8_t(rng());
+  const uint16_t d = 0x2C00;  // fp16 1/16
+  const size_t bs = size_t(ds4::cpu::row_bytes(type, 256));
+  auto put16 = [&](size_t o, uint16_t v) { std::memcpy(&w[o], &v, 2); };
+  for (size_t o = 0; o + bs <= w.size(); o += bs) {
+    if (type == GgmlType::Q2_K) {
+      put16(o + 80, d), put16(o + 82, d);
+    } else if (type == GgmlType::IQ1_M) {
+      for (int k = 0; k < 4; ++k) {
+        uint16_t s;
+        std::memcpy(&s, &w[o + 48 + 2 * size_t(k)], 2);
+        put16(o + 48 + 2 * size_t(k), uint16_t((s & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12)));
+      }
+    } else {
+      put16(o, d);
+    }
+  }
+}
+
 /// F32-activation path (issue 19): `rows` x `cols` weights of `type` (F32 / F16 / BF16 / Q8_0 /
-/// MXFP4 / F8_E4M3_R128, random finite values) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
-/// (in-place decode + dot_f32 order, dot_f32_wide.cpp); decode = the pre-issue-19 way, each row
-/// dequantize_row'd to a buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
-void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, bool fused) {
-  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+/// MXFP4 / F8_E4M3_R128 random finite values; Q2_K / IQ2_XXS / IQ2_XS / IQ1_S / IQ1_M random valid
+/// blocks, fill_superblocks; NVFP4 / NVFP4_S2 random bytes, s2 = 1) times `ntok` FP32 tokens, one thread, hot (one matrix reused). fused = matmul_rows
+/// (in-place decode + dot_f32 order, dot_f32_wide.cpp) on the family `mode` picks (Auto, or
+/// Avx2 for the fused_avx2 cases); decode = the pre-issue-19 way, each row dequantize_row'd to a
+/// buffer and then dot_f32 (same result bits). GBps = weight bytes / time.
+void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, bool fused,
+                ds4::cpu::SimdMode mode = ds4::cpu::SimdMode::Auto) {
+  ds4::cpu::set_simd_mode(mode);
   const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
   std::vector<uint8_t> w(size_t(rb * rows));
   std::mt19937_64 rng(7);
@@ -136,6 +164,15 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
       w[o] = 127;
       for (size_t j = 1; j <= 128; ++j) w[o + j] = uint8_t(byte(rng) | (byte(rng) & 1) << 7);
     }
+  } else if (ds4::ggml_type_geometry(uint32_t(type))->block_elems == 256) {
+    fill_superblocks(type, w, rng);
+  } else if (type == GgmlType::NVFP4 || type == GgmlType::NVFP4_S2) {  // any bytes are valid; s2 = 1
+    for (auto& b : w) b = uint8_t(rng());
+    if (type == GgmlType::NVFP4_S2)
+      for (size_t o = 0; o < w.size(); o += 40) {
+        const float one = 1.0f;
+        std::memcpy(&w[o], &one, 4);
+      }
   } else {
     for (int64_t r = 0; r < rows; ++r) {
       for (auto& v : tmp) v = nd(rng);
@@ -158,6 +195,7 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
   state.counters["GBps"] = benchmark::Counter(double(rb * rows) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -258,7 +296,9 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128})
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::F8_E4M3_R128,
+                        GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M,
+                        GgmlType::NVFP4, GgmlType::NVFP4_S2})
     for (int64_t ntok : {1, 4})
       for (bool fused : {false, true}) {
         const std::string name = "f32act/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/1024x4096/n" +
@@ -266,6 +306,14 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_f32act(st, type, 1024, 4096, ntok, fused); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
+        // The AVX2 family's fused kernels on a CPU whose Auto choice is a wider one.
+        if (fused && ds4::cpu::backend_usable(ds4::cpu::DotBackend::Avx512Vnni)) {
+          const std::string n2 = "f32act/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/1024x4096/n" +
+                                 std::to_string(ntok) + "/fused_avx2/t1/hot";
+          benchmark::RegisterBenchmark(n2.c_str(), [=](benchmark::State& st) {
+            run_f32act(st, type, 1024, 4096, ntok, true, ds4::cpu::SimdMode::Avx2);
+          })->UseRealTime()->Unit(benchmark::kMillisecond);
+        }
       }
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ2_XXS, GgmlType::Q2_K})
     for (int64_t cols : {256, 2048}) {

@@ -1,5 +1,7 @@
-// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16, BF16, Q8_0 and MXFP4 weight
-// rows (AVX2 and AVX-512; F8_E4M3_R128 on AVX-512 only) with FP32 activations:
+// kernels/cpu/dot_f32_wide.cpp — fused decode + dot_f32 for F32, F16, BF16, Q8_0, MXFP4, NVFP4,
+// NVFP4_S2 and the super-block types Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M (loaders in
+// dot_f32_superblocks.inc) weight rows (AVX2 and AVX-512; F8_E4M3_R128 on AVX-512 only) with FP32
+// activations:
 // dot_f32(decode(w_row), x) bit for bit (kernels/quant/dot_f32.h order) without decoding the row
 // to a buffer. F16 -> F32 by F16C / AVX-512F vcvtph2ps, BF16 -> F32 by a 16-bit
 // left shift; both conversions are exact (IEEE 754 binary16 and bfloat16 values are all FP32
@@ -21,6 +23,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
+#include "kernels/quant/decode.h"
 #include "kernels/quant/dot_f32.h"
 #include "kernels/quant/grids.h"
 
@@ -30,7 +33,8 @@ namespace {
 constexpr int kL = quant::kDotF32Lanes;
 
 #define DS4_T2 __attribute__((target("avx2,fma,f16c")))
-#define DS4_T5 __attribute__((target("avx512f")))
+// The AVX-512 family is used only where AVX2, FMA and F16C are usable too (cpu_features.cpp).
+#define DS4_T5 __attribute__((target("avx512f,avx2,fma,f16c")))
 
 // ---- weight loaders: 8 (ymm, kY) or 16 (zmm) FP32 values from element offset i of a row -------
 struct LoadF32 {
@@ -72,8 +76,8 @@ struct LoadBF16 {
   }
 };
 
-// Block types (i is a multiple of 16 (zmm) or 8 (ymm: Q8_0 and MXFP4 only, kY), blocks hold 32 or
-// 128 elements, so a row never has a partial chunk). Each value is the scalar decode's
+// Block types (i is a multiple of 16 (zmm) or 32 (ymm, kY), blocks hold 32, 64, 128 or 256
+// elements, so a row never has a partial chunk). Each value is the scalar decode's
 // (kernels/quant/decode.h): an exact integer/grid value converted to FP32, times the block scale,
 // rounded once.
 struct LoadQ8_0 {  // float(qs[j]) * fp16(d)
@@ -150,6 +154,76 @@ struct LoadF8R128 {  // e4m3(qs[j]) * 2^(e-127)
   }
 };
 
+template <bool kS2>
+struct LoadNVFP4Base {  // NVFP4: d[4] | qs[32] (36 bytes); NVFP4_S2: s2 (f32 bits) | the NVFP4 block (40 bytes)
+  static constexpr int kBlock = 64;
+  static constexpr int kSize = 0;
+  static constexpr bool kY = true;
+  static constexpr bool kZ2 = true;
+  static constexpr int kBytes = kS2 ? 40 : 36;
+  /// Chunk i (i % 32 == 0) = sub-blocks 2h, 2h+1 of its block (h = (i % 64) / 32): codes[k] (k = 0,
+  /// 1) the 16 int8 table values of sub-block 2h + k in element order (byte j low nibble = element
+  /// j, high nibble = element j + 8: unpacklo / unpackhi of the two nibble vectors), sc[k] its
+  /// scale ue4m3_to_f32_half(d[2h + k]); *s2 the tensor scale (NVFP4_S2).
+  DS4_T2 static void chunk(const uint8_t* r, int64_t i, __m128i* codes, float* sc, float* s2) {
+    const uint8_t* b = r + (i / 64) * kBytes;
+    if constexpr (kS2) {
+      uint32_t u;
+      std::memcpy(&u, b, 4);
+      *s2 = quant::f32_from_bits(u);
+      b += 4;
+    }
+    const int h = int(i % 64) / 32;
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::host_tables::kvalues_mxfp4_u8));
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4 + 16 * h)), nib = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(x, nib), hi = _mm_and_si128(_mm_srli_epi16(x, 4), nib);
+    codes[0] = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
+    codes[1] = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
+    for (int k = 0; k < 2; ++k) sc[k] = quant::ue4m3_to_f32_half(b[2 * h + k]);
+  }
+  /// decode_nvfp4: float(kvalues[code]) * scale (one rounding); decode_nvfp4_s2: that times s2.
+  DS4_T2 static void y4(const uint8_t* r, int64_t i, __m256* v) {
+    __m128i c[2];
+    float sc[2], s2 = 0.0f;
+    chunk(r, i, c, sc, &s2);
+    for (int j = 0; j < 4; ++j) {
+      const __m128i q = (j & 1) ? _mm_srli_si128(c[j / 2], 8) : c[j / 2];
+      v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(sc[j / 2]));
+      if constexpr (kS2) v[j] = _mm256_mul_ps(v[j], _mm256_set1_ps(s2));
+    }
+  }
+  DS4_T5 static void z2(const uint8_t* r, int64_t i, __m512* v) {
+    __m128i c[2];
+    float sc[2], s2 = 0.0f;
+    chunk(r, i, c, sc, &s2);
+    for (int k = 0; k < 2; ++k) {
+      v[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c[k])), _mm512_set1_ps(sc[k]));
+      if constexpr (kS2) v[k] = _mm512_mul_ps(v[k], _mm512_set1_ps(s2));
+    }
+  }
+  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
+    __m512 v[2];
+    z2(r, i - i % 32, v);
+    return v[(i % 32) / 16];
+  }
+};
+using LoadNVFP4 = LoadNVFP4Base<false>;
+using LoadNVFP4S2 = LoadNVFP4Base<true>;
+
+#include "kernels/cpu/dot_f32_superblocks.inc"
+
+/// The 32 values of chunk i (i % 32 == 0) as two zmm: the loader's z2 where it has one (one
+/// decode of the group's scales), else two z calls.
+template <class L>
+DS4_T5 inline void z32(const uint8_t* r, int64_t i, __m512* v) {
+  if constexpr (requires { L::kZ2; }) {
+    L::z2(r, i, v);
+  } else {
+    v[0] = L::z(r, i);
+    v[1] = L::z(r, i + 16);
+  }
+}
+
 DS4_T2 inline float butterfly_y(const __m256* c) {  // lanes 0..31 in c[0..3]
   const __m256 a = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));  // off 16, 8
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));        // off 4
@@ -191,6 +265,7 @@ DS4_T2 void shared_w_y(const uint8_t* w, const float* const* x, int64_t n, float
   auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T2 {
     __m256 wv[4];
     L::y4(wr, wi, wv);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k)
       for (int j = 0; j < 4; ++j) acc[k][j] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(xp[k] + 8 * j), acc[k][j]);
   };
@@ -222,6 +297,7 @@ DS4_T2 void shared_x_y(const uint8_t* const* w, const float* x, int64_t n, float
   auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T2 {
     __m256 xv[4];
     for (int j = 0; j < 4; ++j) xv[j] = _mm256_loadu_ps(xp + 8 * j);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
       __m256 wv[4];
       L::y4(wr[k], wi, wv);
@@ -253,10 +329,12 @@ DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float
   __m512 lo[K], hi[K];
   for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
   auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T5 {
-    const __m512 w0 = L::z(wr, wi), w1 = L::z(wr, wi + 16);
+    __m512 wv[2];
+    z32<L>(wr, wi, wv);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
-      lo[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xp[k]), lo[k]);
-      hi[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xp[k] + 16), hi[k]);
+      lo[k] = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp[k]), lo[k]);
+      hi[k] = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp[k] + 16), hi[k]);
     }
   };
   int64_t i = 0;
@@ -285,9 +363,12 @@ DS4_T5 void shared_x_z(const uint8_t* const* w, const float* x, int64_t n, float
   for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
   auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* xp) DS4_T5 {
     const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + 16);
+    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
     for (int k = 0; k < K; ++k) {
-      lo[k] = _mm512_fmadd_ps(L::z(wr[k], wi), x0, lo[k]);
-      hi[k] = _mm512_fmadd_ps(L::z(wr[k], wi + 16), x1, hi[k]);
+      __m512 wv[2];
+      z32<L>(wr[k], wi, wv);
+      lo[k] = _mm512_fmadd_ps(wv[0], x0, lo[k]);
+      hi[k] = _mm512_fmadd_ps(wv[1], x1, hi[k]);
     }
   };
   int64_t i = 0;
@@ -370,7 +451,14 @@ Fam fused_family(GgmlType type, Fam f) {
     case GgmlType::F16:
     case GgmlType::BF16: return f;
     case GgmlType::Q8_0:
-    case GgmlType::MXFP4: return f;
+    case GgmlType::MXFP4:
+    case GgmlType::Q2_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
+    case GgmlType::NVFP4:
+    case GgmlType::NVFP4_S2: return f;
     case GgmlType::F8_E4M3_R128: return f == Fam::Avx512 ? f : Fam::Scalar;
     default: return Fam::Scalar;
   }
@@ -385,6 +473,13 @@ auto with_loader(GgmlType type, Fn&& fn) {
     case GgmlType::Q8_0: return fn(LoadQ8_0{});
     case GgmlType::MXFP4: return fn(LoadMXFP4{});
     case GgmlType::F8_E4M3_R128: return fn(LoadF8R128{});
+    case GgmlType::Q2_K: return fn(LoadQ2_K{});
+    case GgmlType::IQ2_XXS: return fn(LoadIQ2_XXS{});
+    case GgmlType::IQ2_XS: return fn(LoadIQ2_XS{});
+    case GgmlType::IQ1_S: return fn(LoadIQ1_S{});
+    case GgmlType::IQ1_M: return fn(LoadIQ1_M{});
+    case GgmlType::NVFP4: return fn(LoadNVFP4{});
+    case GgmlType::NVFP4_S2: return fn(LoadNVFP4S2{});
     default: return fn(LoadF32{});
   }
 }

@@ -89,8 +89,9 @@ void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n,
   }
   // F32 path, in blocks of up to 16 weight rows held in cache while every token passes; 4 tokens
   // per pass share each weight load (x4), fewer than 4 take 4 rows per pass (rows4). Types with a
-  // fused decode + dot here (has_fused_dot_f32: F32/F16/BF16/Q8_0/MXFP4 in every SIMD family,
-  // F8_E4M3_R128 on AVX-512) are read in place (dot_f32_wide.cpp); other types are
+  // fused decode + dot here (has_fused_dot_f32: F32/F16/BF16/Q8_0/MXFP4/NVFP4/NVFP4_S2/Q2_K/
+  // IQ2_XXS/IQ2_XS/IQ1_S/IQ1_M in every SIMD family, F8_E4M3_R128 on AVX-512) are read in place
+  // (dot_f32_wide.cpp, dot_f32_superblocks.inc); other types (Q4_0, Q4_K, Q6_K, IQ2_S) are
   // decoded once per block into a per-thread buffer. The results of a pass go to a small local
   // tile and are stored row-contiguously after it. Every y[t][r] is dot_f32(decode(W[r]), x[t]),
   // bit for bit, whatever n.

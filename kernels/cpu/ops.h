@@ -51,10 +51,12 @@ void dot_f32_rows4(const float* const* w, const float* x, int64_t n, float* out)
 
 // ---- dot_f32_wide.cpp ----------------------------------------------------------------------
 /// True when dot_row_f32 reads rows of `type` in place (no decoded row) on the selected kernel
-/// family: F32, F16, BF16 with AVX2+FMA+F16C or AVX-512; Q8_0, MXFP4, F8_E4M3_R128 with AVX-512.
+/// family: F32, F16, BF16, Q8_0, MXFP4, NVFP4, NVFP4_S2, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M with
+/// AVX2+FMA+F16C or AVX-512; F8_E4M3_R128 with AVX-512 only.
 bool has_fused_dot_f32(GgmlType type);
-/// True for the types dot_row_f32 accepts (F32, F16, BF16, Q8_0, MXFP4, F8_E4M3_R128): where not
-/// fused on this CPU the row is decoded (exactly) to a thread-local buffer first.
+/// True for the types dot_row_f32 accepts (F32, F16, BF16, Q8_0, MXFP4, NVFP4, NVFP4_S2,
+/// F8_E4M3_R128, Q2_K, IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M): where not fused on this CPU the row is
+/// decoded (exactly) to a thread-local buffer first.
 bool can_dot_row_f32(GgmlType type);
 /// dot_f32(decode(w_row), x, n) bit for bit (n a multiple of the block length), without decoding
 /// the row to a buffer where has_fused_dot_f32 (F16 by F16C / AVX-512 conversion, BF16 by shift,
