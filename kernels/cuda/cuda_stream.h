@@ -104,8 +104,9 @@ class CudaStream final : public dev::Stream {
   Scratch coll;
   // run_matmuls: packed x, Q8_1 activations, FP8-QDQ activations, packed w, packed y.
   Scratch xpack, actq, xqdq, wpack, ypack;
-  // moe_experts: pair list, gathered x, route weights, gate, up, expert output.
-  Scratch moe_pairs, moe_x, moe_w, moe_g, moe_u, moe_y;
+  // moe_experts: pair list (grouped: remapped ids), gathered x, route weights, gate, up, expert
+  // output; the grouped path's expert weight pointers, sort output and Q8_1 hidden activations.
+  Scratch moe_pairs, moe_x, moe_w, moe_g, moe_u, moe_y, moe_wptr, moe_sort, moe_hq;
 };
 
 /// A CUDA event without timing (Device::record / wait).

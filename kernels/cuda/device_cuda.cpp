@@ -27,6 +27,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/graph_cuda.h"
+#include "kernels/cuda/moe_grouped.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/ops/ops_cuda.h"
@@ -135,6 +136,8 @@ class CudaDevice final : public dev::Device {
             std::to_string(p.minor) + ", " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s_, cudaStreamNonBlocking));
     DS4_CUDA_CHECK(cudaStreamCreateWithFlags(&alloc_stream_, cudaStreamNonBlocking));
+    const char* g = std::getenv("DS4_CUDA_GROUPED_MOE");  // A/B switch (README "Prefill and grouped MMQ")
+    grouped_moe_ = o.grouped_moe && !(g && std::strcmp(g, "0") == 0);
   }
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_.s_);  // readers of the staging slots; then the members go
@@ -343,6 +346,7 @@ class CudaDevice final : public dev::Device {
       DS4_CHECK(ids.contiguous() || n == 1);
       download(s, ids, host_ids_.data(), static_cast<uint64_t>(n * K) * 4);
     }
+    if (grouped_moe(cs_, x, weights, experts, limit, act, slots)) return;
     host_pairs_.clear();
     std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) of each expert's pairs
     for (size_t ei = 0; ei < experts.size(); ++ei) {
@@ -354,6 +358,8 @@ class CudaDevice final : public dev::Device {
     }
     const int64_t total = static_cast<int64_t>(host_pairs_.size());
     if (total == 0) return;
+    ++moe_stats_.per_expert_calls;
+    moe_stats_.per_expert_pairs += static_cast<uint64_t>(total);
     auto* pairs = reinterpret_cast<int32_t*>(cs_.moe_pairs.get(static_cast<uint64_t>(total) * 4, st));
     DS4_CUDA_CHECK(cudaMemcpyAsync(pairs, host_pairs_.data(), static_cast<uint64_t>(total) * 4, cudaMemcpyHostToDevice, st));
     for (size_t ei = 0; ei < experts.size(); ++ei) {
@@ -384,6 +390,38 @@ class CudaDevice final : public dev::Device {
       nan_check(s, "moe_experts gate", gt);
       nan_check(s, "moe_experts expert out", yt);
     }
+  }
+
+  /// moe_experts by the grouped launches (moe_grouped.h) when enabled, the batch has >= 2 tokens
+  /// and kGroupedMoeMinPairs pairs of `experts`, and the kernels take the matrices; false (nothing
+  /// queued) otherwise. Staged slots, stats and byte counters as the per-expert path: per expert
+  /// with pairs, in ascending id, note_expert_launch then the waits for its three copies.
+  bool grouped_moe(CudaStream& cs_, const Tensor& x, const Tensor& weights, std::span<const ExpertTensors> experts,
+                   float limit, ActFormat act, const Tensor& slots) {
+    const int64_t n = x.ne1, dim = x.ne0, K = weights.ne0;
+    if (!grouped_moe_ || n < 2 || nan_check_enabled() || weights.nb1 != uint64_t(K) * 4 || slots.nb1 != uint64_t(dim) * 4)
+      return false;
+    auto mat = [](const Tensor& t) { return detail::GroupedMatrix{ptr(t), t.type, t.ne0, t.ne1, t.nb1}; };
+    grouped_.clear();
+    for (const ExpertTensors& e : experts) grouped_.push_back({e.id, mat(e.gate), mat(e.up), mat(e.down)});
+    if (detail::grouped_moe_refusal(grouped_, dim, n * K, act == ActFormat::Q8_1)) return false;
+    const int64_t pairs = detail::grouped_moe_remap(host_ids_, grouped_, grouped_local_, grouped_count_);
+    if (pairs < detail::kGroupedMoeMinPairs) return false;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      if (grouped_count_[i] == 0) continue;
+      note_expert_launch(experts[i]);
+      for (const Tensor* w : {&experts[i].gate, &experts[i].up, &experts[i].down}) count_read(*w, cs_.s_);
+      ++moe_stats_.grouped_experts;
+    }
+    detail::queue_grouped_moe(cs_, {fp(x), x.nb1, n, dim, static_cast<int>(K), fp(weights), grouped_local_, grouped_,
+                                    limit, fp(slots)});
+    ++moe_stats_.grouped_calls;
+    moe_stats_.grouped_pairs += static_cast<uint64_t>(pairs);
+    return true;
+  }
+  GroupedMoeStats moe_path_stats() const {
+    std::lock_guard<std::mutex> lock(moe_mu_);
+    return moe_stats_;
   }
 
   // ---- the other ops (kernels/cuda/ops/ops_cuda.h, helper h18c's launchers) -----------------
@@ -795,6 +833,15 @@ class CudaDevice final : public dev::Device {
     slot_bytes_ = want;
   }
 
+  /// Before a launch on `st` reads weight `w`: await_staged, and w's bytes counted (its own
+  /// bytes: a column view, wo_b's canonical shard, counts only its columns) by tier.
+  void count_read(const Tensor& w, cudaStream_t st) {
+    await_staged(w, st);
+    const uint64_t b = static_cast<uint64_t>(w.ne1) * w.row_data_bytes();
+    weight_bytes_.fetch_add(b, std::memory_order_relaxed);
+    (cbuf(w)->staged() ? staged_read_ : resident_read_).fetch_add(b, std::memory_order_relaxed);
+  }
+
   void run_matmuls(CudaStream& cs_, const Tensor* const* ws, const Tensor* const* ys, int nw, const Tensor& x,
                    ActFormat act) {
     cudaStream_t st = cs_.s_;
@@ -806,11 +853,7 @@ class CudaDevice final : public dev::Device {
       const Tensor& w = *ws[k];
       DS4_CHECK(w.ne0 == in && ys[k]->ne0 == w.ne1 && ys[k]->ne1 == n && ys[k]->type == GgmlType::F32);
       DS4_CHECK(dev::can_bind_type(w.type));
-      await_staged(w, st);
-      // The matrix's own bytes: a column view (wo_b's canonical shard) counts only its columns.
-      const uint64_t b = static_cast<uint64_t>(w.ne1) * w.row_data_bytes();
-      weight_bytes_.fetch_add(b, std::memory_order_relaxed);
-      (cbuf(w)->staged() ? staged_read_ : resident_read_).fetch_add(b, std::memory_order_relaxed);
+      count_read(w, st);
       q8[k] = act == ActFormat::Q8_1 && dev::uses_q8_1(w.type);
       any_q8 = any_q8 || q8[k];
       qdq[k] = act == ActFormat::FP8_QDQ && dev::is_fp8_fp4_weight(w.type);
@@ -900,11 +943,21 @@ class CudaDevice final : public dev::Device {
   dev::WeightTierBytes tier_;
   dev::LinkTiming retired_link_;  // timing of the copy engines ensure_stager replaced
   std::atomic<uint64_t> weight_bytes_{0}, resident_read_{0}, staged_read_{0};
-  std::mutex moe_mu_;
+  mutable std::mutex moe_mu_;
   std::vector<int32_t> host_ids_, host_pairs_;
+  bool grouped_moe_ = true;  // opts_.grouped_moe, off under DS4_CUDA_GROUPED_MOE=0
+  std::vector<detail::GroupedExpert> grouped_;
+  std::vector<int32_t> grouped_local_;
+  std::vector<int64_t> grouped_count_;
+  GroupedMoeStats moe_stats_;  // under moe_mu_
 };
 
 }  // namespace
+
+GroupedMoeStats grouped_moe_stats(const dev::Device& d) {
+  const auto* c = dynamic_cast<const CudaDevice*>(&d);
+  return c ? c->moe_path_stats() : GroupedMoeStats{};
+}
 
 Result<std::unique_ptr<dev::Device>> make_cuda_device(const CudaDeviceOptions& o) {
   const int n = cuda_device_count();

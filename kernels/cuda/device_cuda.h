@@ -27,6 +27,9 @@
 // Graph regions (Device::begin_graph; graph_cuda.h, README "Decode as CUDA graphs"): the compute
 // stream is captured (Relaxed mode) and each region launched as one CUDA graph, its executable
 // graph updated from every new capture; calls that wait on the host or cross streams abort inside.
+// moe_experts over a batch (>= 2 tokens, >= 16 pairs, Q8_1 activations) runs grouped launches
+// (moe_grouped.h: one sort, grouped MMQ gate/up/down over the call's experts), else expert by expert;
+// same bits (README "Prefill and grouped MMQ"); DS4_CUDA_GROUPED_MOE=0 keeps the per-expert path.
 // DS4_CUDA_CHECK_NAN=1 (debugging): every op waits for its stream and reports, once per op name,
 // an output holding a NaN (the first such op of a run is where garbage entered).
 #pragma once
@@ -47,7 +50,24 @@ struct CudaDeviceOptions {
                                       ///< expert binds 3; the engine binds a step's experts ahead of
                                       ///< their launches while they fit); each holds the largest
                                       ///< matrix staged, and as many pinned bounce buffers do
+  bool grouped_moe = true;            ///< moe_experts of a batch of >= 2 tokens with at least
+                                      ///< detail::kGroupedMoeMinPairs pairs and Q8_1 activations
+                                      ///< takes the grouped MMQ path (moe_grouped.h); false, or the
+                                      ///< environment DS4_CUDA_GROUPED_MOE=0, keeps the per-expert
+                                      ///< path (A/B; both give the same bits)
 };
+
+/// Which path the moe_experts calls of a CUDA device took (counted since it was made).
+struct GroupedMoeStats {
+  uint64_t grouped_calls = 0;     ///< calls computed by the grouped launches
+  uint64_t grouped_pairs = 0;     ///< (token, expert) pairs those calls computed
+  uint64_t grouped_experts = 0;   ///< experts with at least one pair in those calls
+  uint64_t per_expert_calls = 0;  ///< calls with pairs computed expert by expert
+  uint64_t per_expert_pairs = 0;  ///< pairs those calls computed
+};
+
+/// The counters of `d` when it is a CUDA device, else all zero.
+GroupedMoeStats grouped_moe_stats(const dev::Device& d);
 
 /// Number of CUDA devices visible (0 when the runtime reports none or fails).
 int cuda_device_count();

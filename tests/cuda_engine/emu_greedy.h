@@ -27,9 +27,11 @@ inline std::vector<int32_t> golden_prompt(size_t n) {
 }
 
 /// Opens test::tiny_gguf() on `backend` at tensor parallelism `tp`, with plan file `plan` ("" =
-/// none) and one thread; null (and a test failure) when it does not open.
-inline std::shared_ptr<Dsv4Model> open_tiny(const std::string& backend, int tp, const std::string& plan) {
+/// none), activations `act` and one thread; null (and a test failure) when it does not open.
+inline std::shared_ptr<Dsv4Model> open_tiny(const std::string& backend, int tp, const std::string& plan,
+                                            Activations act = Activations::F32) {
   ModelOptions o;
+  o.activations = act;
   o.backend = backend;
   o.tp = tp;
   o.threads = 1;
