@@ -1,5 +1,6 @@
 // kernels/cpu/cpu_features.cpp — CPU feature detection and the SIMD policy switch.
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/policy_word.h"
 
 #include <atomic>
 #include <initializer_list>
@@ -80,7 +81,7 @@ std::atomic<int>& mode_flag() {
 
 }  // namespace
 
-bool parse_simd_mode(const char* value, SimdMode* mode) {
+std::string policy_word(const char* value) {
   std::string v = value != nullptr ? value : "";
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   while (!v.empty() && blank(v.back())) v.pop_back();
@@ -89,6 +90,11 @@ bool parse_simd_mode(const char* value, SimdMode* mode) {
   v = v.substr(i);
   for (char& c : v)
     if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  return v;
+}
+
+bool parse_simd_mode(const char* value, SimdMode* mode) {
+  const std::string v = policy_word(value);
   static const struct {
     const char* name;
     SimdMode mode;

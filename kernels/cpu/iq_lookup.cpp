@@ -1,6 +1,7 @@
 // kernels/cpu/iq_lookup.cpp — the IQ grid look-up policy and its one-time measurement
 // (iq_lookup.h).
 #include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/policy_word.h"
 
 #include <algorithm>
 #include <atomic>
@@ -82,14 +83,7 @@ bool measure_loads_faster(GgmlType type, RowsDotFn gather, RowsDotFn loads) {
 }  // namespace
 
 bool parse_iq_lookup(const char* value, IqLookup* mode) {
-  std::string v = value != nullptr ? value : "";
-  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!v.empty() && blank(v.back())) v.pop_back();
-  size_t i = 0;
-  while (i < v.size() && blank(v[i])) ++i;
-  v = v.substr(i);
-  for (char& c : v)
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  const std::string v = policy_word(value);
   if (v.empty() || v == "auto") *mode = IqLookup::Auto;
   else if (v == "gather") *mode = IqLookup::Gather;
   else if (v == "loads") *mode = IqLookup::Loads;

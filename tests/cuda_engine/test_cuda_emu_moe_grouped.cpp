@@ -26,6 +26,7 @@
 #include "support/test_env.h"
 #include "tests/cuda_engine/emu_greedy.h"
 #include "tests/cuda_engine/emu_plan.h"
+#include "tests/cuda_engine/emu_slots_factory.h"
 
 namespace ds4 {
 namespace {
@@ -33,20 +34,9 @@ namespace {
 constexpr int kPrompt = 32;  // prompt tokens: 128 pairs per layer at top-4
 constexpr int kGen = 2;      // greedy tokens: the first from the prefill, then one decode step
 
-int g_slots = 24;  // CudaDeviceOptions::staging_slots of the devices the factory makes
-
-/// The engine's --backend cuda devices: the emulated backend with g_slots staging slots (the
-/// grouped path on, as by default; DS4_CUDA_GROUPED_MOE=0 turns it off at device creation).
-const bool kFactory = [] {
-  dev::set_cuda_device_factory(
-      [](int ordinal) {
-        auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal, g_slots});
-        DS4_CHECK(d.ok());
-        return std::move(d).value();
-      },
-      [] { return cuda::cuda_device_count(); });
-  return true;
-}();
+// Staging slots of the engine's --backend cuda devices (emu_slots_factory.h) (the grouped path
+// on, as by default; DS4_CUDA_GROUPED_MOE=0 turns it off at device creation).
+int& g_slots = emu_test::g_emu_slots;
 
 struct GenRun {
   std::vector<int32_t> tokens;

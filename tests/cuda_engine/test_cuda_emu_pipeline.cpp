@@ -30,6 +30,7 @@
 #include "support/test_env.h"
 #include "tests/cuda_engine/emu_greedy.h"
 #include "tests/cuda_engine/emu_plan.h"
+#include "tests/cuda_engine/emu_slots_factory.h"
 
 namespace ds4 {
 namespace {
@@ -37,19 +38,8 @@ namespace {
 constexpr int kPrompt = 4;  // prompt tokens (the emulator is slow)
 constexpr int kGen = 4;     // greedy tokens: the first from the prefill, then kGen - 1 decode steps
 
-int g_slots = 24;  // CudaDeviceOptions::staging_slots of the devices the factory makes
-
-/// The engine's --backend cuda devices: the emulated backend with g_slots staging slots.
-const bool kFactory = [] {
-  dev::set_cuda_device_factory(
-      [](int ordinal) {
-        auto d = cuda::make_cuda_device(cuda::CudaDeviceOptions{ordinal, g_slots});
-        DS4_CHECK(d.ok());
-        return std::move(d).value();
-      },
-      [] { return cuda::cuda_device_count(); });
-  return true;
-}();
+// Staging slots of the engine's --backend cuda devices (emu_slots_factory.h).
+int& g_slots = emu_test::g_emu_slots;
 
 struct GenRun {
   std::vector<int32_t> tokens;
