@@ -80,13 +80,15 @@ std::string error_response(int status, const char* reason, const std::string& me
 
 // The stream httplib's request processing reads and writes: first the bytes the poll thread
 // buffered (the whole head, maybe more), then the socket. A body read waits at most
-// `pause_ms` for each piece and ends at `body_end_ms`; a write waits at most `write_ms` for room.
+// `pause_ms` for each piece and ends at `body_end_ms`, or within kStopPollMs once `*stop` is set
+// (a shutdown does not wait for a slow client's body); a write waits at most `write_ms` for room.
 class GateStream final : public httplib::Stream {
  public:
-  GateStream(int fd, std::string buf, int64_t pause_ms, int64_t body_end_ms, int64_t write_ms)
-      : fd_(fd), buf_(std::move(buf)), pause_ms_(pause_ms), body_end_ms_(body_end_ms), write_ms_(write_ms) {}
+  GateStream(int fd, std::string buf, int64_t pause_ms, int64_t body_end_ms, int64_t write_ms,
+             const std::atomic<bool>* stop)
+      : fd_(fd), buf_(std::move(buf)), pause_ms_(pause_ms), body_end_ms_(body_end_ms), write_ms_(write_ms), stop_(stop) {}
 
-  bool is_readable() const override { return pos_ < buf_.size() || wait_fd(fd_, POLLIN, read_wait_ms()); }
+  bool is_readable() const override { return pos_ < buf_.size() || wait_readable(); }
   bool is_writable() const override {
     if (!wait_fd(fd_, POLLOUT, write_ms_)) return false;
     pollfd p{fd_, POLLOUT, 0};
@@ -99,7 +101,7 @@ class GateStream final : public httplib::Stream {
       pos_ += n;
       return ssize_t(n);
     }
-    if (!wait_fd(fd_, POLLIN, read_wait_ms())) return -1;
+    if (!wait_readable()) return -1;
     while (true) {
       const ssize_t r = ::recv(fd_, ptr, size, 0);
       if (r < 0 && errno == EINTR) continue;
@@ -130,11 +132,22 @@ class GateStream final : public httplib::Stream {
   std::string leftover() const { return buf_.substr(pos_); }
 
  private:
+  static constexpr int64_t kStopPollMs = 100;  ///< how often a waiting read looks at *stop_
   int64_t read_wait_ms() const { return std::min(pause_ms_, body_end_ms_ - now_ms()); }
+  /// Waits up to read_wait_ms() for input, in slices of kStopPollMs, giving up once *stop_ is set.
+  bool wait_readable() const {
+    const int64_t end = now_ms() + read_wait_ms();
+    while (true) {
+      const int64_t left = std::max<int64_t>(end - now_ms(), 0);
+      if (wait_fd(fd_, POLLIN, std::min(left, kStopPollMs))) return true;
+      if (left <= kStopPollMs || (stop_ != nullptr && stop_->load())) return false;
+    }
+  }
   int fd_;
   std::string buf_;
   size_t pos_ = 0;
   int64_t pause_ms_, body_end_ms_, write_ms_;
+  const std::atomic<bool>* stop_;
 };
 
 }  // namespace
@@ -366,7 +379,7 @@ void GatedServer::serve_one(Conn c) {
   while (true) {
     const int64_t now = now_ms();
     GateStream strm(c.fd, std::move(c.buf), int64_t(opts_.header_timeout_s) * 1000, now + int64_t(opts_.timeout_s) * 1000,
-                    int64_t(opts_.timeout_s) * 1000);
+                    int64_t(opts_.timeout_s) * 1000, &stopping_);
     const bool close_connection = c.served + 1 >= keep_alive_max_count_;
     bool connection_closed = false;
     const bool ok = process_request(strm, close_connection, connection_closed, nullptr);

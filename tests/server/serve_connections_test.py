@@ -209,6 +209,39 @@ def main():
         rc = stop_server(proc)
     check(rc == 0, "SIGTERM: the server exits with status 0 (found %s)" % rc)
 
+    # SIGTERM while a client trickles a request body (complete head, one body byte a second, each
+    # pause inside --header-timeout): the server stops reading it and exits at once, not after
+    # --timeout (it used to wait for the body's deadline).
+    proc, port = start_server(a.exe, model, ["--header-timeout", "5", "--timeout", "60"])
+    slow = socket.create_connection(("127.0.0.1", port), timeout=10)
+    stop_feeding = threading.Event()
+    try:
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 200\r\n\r\n{")
+
+        def feed():
+            while not stop_feeding.wait(1.0):
+                try:
+                    slow.sendall(b" ")
+                except OSError:
+                    return
+        threading.Thread(target=feed, daemon=True).start()
+        time.sleep(2.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+            rc = None
+        waited = time.monotonic() - t0
+    finally:
+        stop_feeding.set()
+        slow.close()
+    check(rc == 0 and waited < 3.0,
+          "SIGTERM while a request body trickles in: exit status 0 within 3 s (status %s after %.1f s)" % (rc, waited))
+
     # Bad values are refused by name.
     for flag, val in (("--header-timeout", "0"), ("--max-connections", "0")):
         r = subprocess.run([a.exe, "serve", "-m", model, "--port", "0", flag, val], capture_output=True, text=True,
