@@ -18,6 +18,12 @@ struct ServeArgs {
 };
 ServeArgs args;
 CLI::Option* s_api_key = nullptr;
+// The byte, message and MiB limits are read as signed 64-bit values and range-checked before they
+// go into the unsigned ServeOptions fields: read straight into an unsigned field, "-1" wrapped to
+// 2^64 - 1 and a value past 2^64 saturated, both accepted (a fresh tester's finding).
+int64_t s_prefix_cache_mib = int64_t(server::ServeOptions{}.prefix_cache_mib);
+int64_t s_max_body_bytes = int64_t(server::ServeOptions{}.max_body_bytes);
+int64_t s_max_messages = int64_t(server::ServeOptions{}.max_messages);
 
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API (chat, completions, models, metrics)");
@@ -32,7 +38,7 @@ CLI::App* setup(CLI::App& app) {
   s->add_option("--queue", o.max_queue, "Requests that may wait for a slot; more are refused with 503")
       ->capture_default_str();
   s->add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens prefilled per scheduler step")->capture_default_str();
-  s->add_option("--prefix-cache-mib", o.prefix_cache_mib,
+  s->add_option("--prefix-cache-mib", s_prefix_cache_mib,
                 "Host memory for prefix-cache state snapshots in MiB (0 = no prefix cache)")
       ->capture_default_str();
   s->add_option("--prefix-cache-block", o.prefix_cache_block,
@@ -40,8 +46,10 @@ CLI::App* setup(CLI::App& app) {
       ->capture_default_str();
   s_api_key = s->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
   s->add_option("--model-alias", o.model_alias, "Model name in /v1/models and responses (default: the file name)");
-  s->add_option("--max-body-bytes", o.max_body_bytes, "Largest accepted request body")->capture_default_str();
-  s->add_option("--max-messages", o.max_messages, "Most messages accepted in one chat request")->capture_default_str();
+  s->add_option("--max-body-bytes", s_max_body_bytes, "Largest accepted request body (1024 to 4294967296)")
+      ->capture_default_str();
+  s->add_option("--max-messages", s_max_messages, "Most messages accepted in one chat request (1 to 1048576)")
+      ->capture_default_str();
   s->add_option("--timeout", o.timeout_s,
                 "Seconds a reply may wait for a slow client to take its bytes, and the most a request body may take")
       ->capture_default_str();
@@ -62,7 +70,9 @@ int run() {
   if (o.n_slots < 1 || o.n_slots > 256) return fail(cmd, "-np/--np: expected 1 to 256 slots, found " + std::to_string(o.n_slots));
   if (o.max_queue < 0 || o.max_queue > 4096) return fail(cmd, "--queue: expected 0 to 4096, found " + std::to_string(o.max_queue));
   if (o.prefill_chunk < 1) return fail(cmd, "--prefill-chunk: expected 1 or more, found " + std::to_string(o.prefill_chunk));
-  if (o.prefix_cache_mib > (1u << 20)) return fail(cmd, "--prefix-cache-mib: expected 0 to 1048576, found " + std::to_string(o.prefix_cache_mib));
+  if (s_prefix_cache_mib < 0 || s_prefix_cache_mib > (int64_t(1) << 20))
+    return fail(cmd, "--prefix-cache-mib: expected 0 to 1048576, found " + std::to_string(s_prefix_cache_mib));
+  o.prefix_cache_mib = uint64_t(s_prefix_cache_mib);
   if (o.prefix_cache_block < 1) return fail(cmd, "--prefix-cache-block: expected 1 or more tokens, found " + std::to_string(o.prefix_cache_block));
   if (o.port < 0 || o.port > 65535) return fail(cmd, "--port: expected 0 to 65535, found " + std::to_string(o.port));
   o.ctx = args.model.ctx_size;
@@ -76,8 +86,12 @@ int run() {
   // `--api-key "$UNSET"` must not switch authentication off silently.
   if (s_api_key != nullptr && s_api_key->count() > 0 && o.api_key.empty())
     return fail(cmd, "--api-key: expected a non-empty key, found an empty string");
-  if (o.max_messages < 1) return fail(cmd, "--max-messages: expected 1 or more");
-  if (o.max_body_bytes < 1024) return fail(cmd, "--max-body-bytes: expected 1024 or more");
+  if (s_max_messages < 1 || s_max_messages > (int64_t(1) << 20))
+    return fail(cmd, "--max-messages: expected 1 to 1048576, found " + std::to_string(s_max_messages));
+  if (s_max_body_bytes < 1024 || s_max_body_bytes > (int64_t(1) << 32))
+    return fail(cmd, "--max-body-bytes: expected 1024 to 4294967296, found " + std::to_string(s_max_body_bytes));
+  o.max_messages = size_t(s_max_messages);
+  o.max_body_bytes = size_t(s_max_body_bytes);
   if (const char* sc = std::getenv("DS4_SERVE_SCRIPTED_OUTPUT")) o.scripted_output = sc;
   if (o.model_alias.empty()) o.model_alias = std::filesystem::path(args.model.model).stem().string();
   // Checked from the header before the load: a tokenizer (every endpoint takes text) and -c.

@@ -243,10 +243,14 @@ def main():
           "SIGTERM while a request body trickles in: exit status 0 within 3 s (status %s after %.1f s)" % (rc, waited))
 
     # Bad values are refused by name.
-    for flag, val in (("--header-timeout", "0"), ("--max-connections", "0")):
+    # (-1 used to wrap to 2^64 - 1 in the unsigned limits and start a server without them.)
+    for flag, val in (("--header-timeout", "0"), ("--max-connections", "0"), ("--max-body-bytes", "-1"),
+                      ("--max-body-bytes", "99999999999999999999"), ("--max-messages", "-1"),
+                      ("--prefix-cache-mib", "-1")):
         r = subprocess.run([a.exe, "serve", "-m", model, "--port", "0", flag, val], capture_output=True, text=True,
                            timeout=30)
-        check(r.returncode == 1 and flag in r.stderr and "expected" in r.stderr,
+        check(r.returncode == 1 and flag in r.stderr and "expected" in r.stderr and
+              ("found " + val in r.stderr or not val.startswith("-")),
               "%s %s is refused by name (%s)" % (flag, val, r.stderr.strip()[:120]))
 
     if FAILS:
