@@ -1,5 +1,6 @@
 // engine/chat_format.cpp — see chat_format.h for the format and its source.
 #include "engine/chat_format.h"
+#include "ds4/json_depth.h"
 
 #include <algorithm>
 #include <map>
@@ -91,6 +92,10 @@ struct Turn {
 
 Result<std::string> render_invoke(const ChatToolCall& c, size_t msg_index) {
   using namespace chat_tokens;
+  if (json_depth(c.arguments, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
+    return Error{"chat message " + std::to_string(msg_index) + ": tool call '" + c.name +
+                 "': arguments nest deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " +
+                 std::to_string(kMaxJsonRequestDepth) + ")"};
   OJson args;
   try {
     args = OJson::parse(c.arguments);
@@ -116,6 +121,7 @@ Result<std::string> render_invoke(const ChatToolCall& c, size_t msg_index) {
 }  // namespace
 
 Result<std::string> python_json_dumps(std::string_view json) {
+  if (auto e = json_depth_error(json, kMaxJsonRequestDepth, "JSON text"); !e.empty()) return Error{e};
   try {
     return python_dumps(OJson::parse(json));
   } catch (const std::exception& e) {
@@ -135,6 +141,8 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, const Cha
   }
   std::vector<std::string> schemas;
   for (size_t i = 0; i < opts.tools.size(); ++i) {
+    if (json_depth(opts.tools[i], kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
+      return Error{"tool " + std::to_string(i) + ": nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels"};
     OJson t;
     try {
       t = OJson::parse(opts.tools[i]);

@@ -1,8 +1,10 @@
 // engine/chat_output_parser.cpp — see chat_output_parser.h for the grammar and its source.
 #include "engine/chat_output_parser.h"
+#include "ds4/json_depth.h"
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +103,7 @@ bool parse_dsml_invoke(std::string_view s, ParsedToolCall& out) {
       args[key] = value;
     } else {
       try {
+        if (json_depth(value, kMaxJsonRequestDepth) > kMaxJsonRequestDepth) throw std::runtime_error("nested too deep");
         args[key] = nlohmann::ordered_json::parse(value);
       } catch (const std::exception&) {
         args[key] = value;  // not JSON although string="false": keep the text

@@ -1,5 +1,6 @@
 // engine/checkpoint_convert.cpp — see checkpoint_convert.h.
 #include "engine/checkpoint_convert.h"
+#include "ds4/json_depth.h"
 #include "ds4/format_number.h"
 
 #include <algorithm>
@@ -197,6 +198,7 @@ Result<Nvfp4CastReport> cast_checkpoint_to_nvfp4(const std::string& src, const s
                            json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(1) + "\n"));
   // config.json: quantization_config -> ModelOpt NVFP4, the FP8 block config kept.
   DS4_TRY(const std::string cf, read_file_bounded((fs::path(ck.folder()) / "config.json").string(), kMaxJsonBytes, "config.json"));
+  if (auto e = json_depth_error(cf, kMaxJsonFileDepth, ck.folder() + "/config.json"); !e.empty()) return Error{e};
   json cfg;
   try {
     cfg = json::parse(cf);

@@ -1,5 +1,6 @@
 // engine/official_config.cpp — see official_config.h.
 #include "engine/official_config.h"
+#include "ds4/json_depth.h"
 
 #include <filesystem>
 
@@ -55,6 +56,7 @@ constexpr ConfigKeyMap kFloatKeys[] = {
 /// (DeepSeek-V4-Flash's largest, tokenizer.json, is ~8 MB), checked before it is opened.
 Result<json> read_json(const std::string& path, const char* what) {
   DS4_TRY(const std::string s, read_file_bounded(path, kMaxJsonBytes, what));
+  if (auto e = json_depth_error(s, kMaxJsonFileDepth, path); !e.empty()) return Error{e};
   try {
     return json::parse(s);
   } catch (const json::exception& e) {

@@ -1,5 +1,6 @@
 // engine/tiny_model.cpp — see tiny_model.h.
 #include "engine/tiny_model.h"
+#include "ds4/json_depth.h"
 #include "ds4/format_number.h"
 
 #include <cmath>
@@ -25,6 +26,7 @@ namespace ds4 {
 // ---- config JSON ------------------------------------------------------------------------------
 
 Result<TinyModelConfig> parse_tiny_config(const std::string& json_text, const std::string& source) {
+  if (auto e = json_depth_error(json_text, kMaxJsonFileDepth, source); !e.empty()) return Error{e};
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);

@@ -2,6 +2,7 @@
 // length, JSON header, data section fully covered by the tensors' data_offsets); sharding by
 // transformers' `model.safetensors.index.json` (`weight_map`).
 #include "gguf/safetensors.h"
+#include "ds4/json_depth.h"
 #include "gguf/safetensors_shards.h"
 
 #include <fcntl.h>
@@ -42,32 +43,11 @@ constexpr DtypeRow kDtypes[] = {
     {StDtype::F8_E8M0, "F8_E8M0", 1},
 };
 
-/// Deepest bracket nesting of a JSON text (strings skipped), stopping once above `limit`: the
-/// header is refused before the recursive-descent parser sees it when it nests deeper.
-int json_depth(const char* s, uint64_t n, int limit) {
-  int depth = 0, best = 0;
-  bool in_str = false;
-  for (uint64_t i = 0; i < n; ++i) {
-    const char c = s[i];
-    if (in_str) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_str = false;
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') {
-      best = std::max(best, ++depth);
-      if (best > limit) return best;
-    } else if (c == '}' || c == ']') --depth;
-  }
-  return best;
-}
-
-constexpr int kMaxJsonDepth = 64;
+constexpr int kMaxJsonDepth = kMaxJsonFileDepth;
 
 /// Parses JSON text; Error "<path>: <what> JSON malformed: <parser message>".
 Result<json> parse_json(const char* s, uint64_t n, const std::string& path, const char* what) {
-  if (json_depth(s, n, kMaxJsonDepth) > kMaxJsonDepth)
+  if (json_depth(std::string_view(s, size_t(n)), kMaxJsonDepth) > kMaxJsonDepth)
     return Error{path + ": " + what + " JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                  " levels; expected a flat object"};
   // A key repeated in the top-level object (two tensors of one name in a header) would silently

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 
+#include "ds4/json_depth.h"
+
 namespace ds4::placement {
 
 Result<nlohmann::json> parse_json_text(const std::string& text, const std::string& source) {
+  if (auto e = json_depth_error(text, kMaxJsonFileDepth, source); !e.empty()) return Error{e};
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

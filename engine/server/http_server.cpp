@@ -2,6 +2,7 @@
 // Completions objects and chunk objects (SSE: "data: {json}\n\n", then "data: [DONE]\n\n");
 // DeepSeek's `reasoning_content` and usage `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`.
 #include "engine/server/http_server.h"
+#include "ds4/json_depth.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -218,6 +219,8 @@ struct Prepared {
 
 std::optional<ApiError> prepare(State& st, const httplib::Request& http, bool chat, Prepared& p) {
   if (!valid_utf8(http.body)) return make_error(400, "the request body is not valid UTF-8", "invalid_request_error", "invalid_utf8");
+  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
+    return make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json");
   Json body;
   try {
     body = Json::parse(http.body);
@@ -513,6 +516,8 @@ std::string metrics_text(State& st) {
 
 void handle_tokenize(State& st, const httplib::Request& http, httplib::Response& res) {
   if (!valid_utf8(http.body)) return send_error(res, make_error(400, "the request body is not valid UTF-8", "invalid_request_error", "invalid_utf8"));
+  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
+    return send_error(res, make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json"));
   Json b;
   try {
     b = Json::parse(http.body);
@@ -534,6 +539,8 @@ void handle_tokenize(State& st, const httplib::Request& http, httplib::Response&
 }
 
 void handle_detokenize(State& st, const httplib::Request& http, httplib::Response& res) {
+  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
+    return send_error(res, make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json"));
   Json b;
   try {
     b = Json::parse(http.body);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "ds4/json_depth.h"
 #include "placement/hw_profile.h"
 #include "placement/topology.h"
 #include "staging/h2d_probe.h"
@@ -157,6 +158,24 @@ TEST(HwProfile, MalformedAndMissingFile) {
   auto f = load_hw_profile("/nonexistent/profile.json");
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("hardware profile '/nonexistent/profile.json': file not found"), std::string::npos);
+}
+
+// A value nested 20,000 levels deep overflowed the stack inside the error message's dump() (found
+// by fuzz_json); every placement/ JSON reader now refuses text nested over kMaxJsonFileDepth first.
+TEST(HwProfile, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = "{\"name\": " + std::string(20000, '[') + std::string(20000, ']') + "}";
+  auto r = parse_hw_profile(deep, "deep.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "deep.json: JSON nests deeper than 64 levels (expected at most 64)");
+  // 64 levels is within the limit: the reader goes on to the key check.
+  const std::string ok64 = "{\"name\": " + std::string(63, '[') + std::string(63, ']') + "}";
+  auto r64 = parse_hw_profile(ok64, "ok.json");
+  ASSERT_FALSE(r64.ok());
+  EXPECT_EQ(r64.error().message.find("nests deeper"), std::string::npos) << r64.error().message;
+  // Brackets inside strings do not count.
+  EXPECT_EQ(json_depth("{\"a\": \"[[[[\\\"[[[\"}", 64), 1);
+  EXPECT_EQ(json_depth("[[1],[[2]]]", 64), 3);
+  EXPECT_EQ(json_depth(std::string(100, '['), 10), 11);
 }
 
 TEST(Topology, DiscoversThisMachine) {

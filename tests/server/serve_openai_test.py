@@ -370,6 +370,10 @@ def run_checks(port, key):
 
     st, _, d = status_of(None, raw_body=b'{"messages": [')
     check(st == 400 and error_of(d).get("code") == "invalid_json", "malformed JSON -> 400 (%d)" % st)
+    deep = b'{"messages": [{"role": "user", "content": "hi"}], "temperature": ' + b"[" * 30000 + b"]" * 30000 + b"}"
+    st, _, d = status_of(None, raw_body=deep)
+    check(st == 400 and "nests deeper than 128" in error_of(d).get("message", ""),
+          "JSON nested 30000 levels deep -> 400, server alive (%d)" % st)
     st, _, d = status_of(None, raw_body=b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}')
     check(st == 400 and error_of(d).get("code") == "invalid_utf8", "invalid UTF-8 -> 400 (%d)" % st)
     st, _, d = status_of({**good, "temperature": "hot"})
