@@ -26,8 +26,7 @@ HcMix hc_split_sinkhorn(const float* m, const float* scale, const float* base, i
 }
 
 float hc_norm_scale(const float* xf, int64_t n, float norm_eps) {
-  float ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += xf[i] * xf[i];
+  const float ss = dot_f32(xf, xf, n);  // the dot_f32 order (kernels/NUMERICS.md hc_pre)
   return 1.0f / quant::sqrt_f32(ss / static_cast<float>(n) + norm_eps);
 }
 

@@ -115,8 +115,8 @@ void owner_rows(const F32Rows& all, const int32_t* ids, int64_t rows_per_rank, i
 void hc_expand(const F32Rows& e, int64_t dim, int hc, const F32Rows& x, int64_t t0, int64_t t1);
 
 // ---- rmsnorm.cpp ---------------------------------------------------------------------------
-/// y = w * (x * r), r = 1 / sqrt(ss / dim + eps), ss = sum x_i^2 ascending from 0 (w null: no
-/// weight). y may alias x.
+/// y = w * (x * r), r = 1 / sqrt(ss / dim + eps), ss = dot_f32(x, x, dim) (the 32-lane FMA order of
+/// dot_f32, so a GPU warp computes the same bits; w null: no weight). y may alias x.
 void rmsnorm_row(const float* x, const float* w, int64_t dim, float eps, float* y);
 
 // ---- hc_pre.cpp (mHC: REF Block.hc_pre, kernel.py hc_split_sinkhorn) -----------------------
@@ -133,9 +133,9 @@ HcMix hc_split_sinkhorn(const float* mixes, const float* scale, const float* bas
 /// hc_split_sinkhorn into a packed mix row [pre hc | post hc | comb hc*hc] (no allocation).
 void hc_split_sinkhorn_row(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
                            float* mix_row);
-/// 1 / sqrt(ss / n + norm_eps), ss = sum xf^2 ascending (the RMS factor of hc_mixes).
+/// 1 / sqrt(ss / n + norm_eps), ss = dot_f32(xf, xf, n) (the RMS factor of hc_mixes).
 float hc_norm_scale(const float* xf, int64_t n, float norm_eps);
-/// mixes[r] = dot_f32(fn[r, :], xf) * (1 / sqrt(ss / n + norm_eps)), ss = sum xf^2 ascending.
+/// mixes[r] = dot_f32(fn[r, :], xf) * (1 / sqrt(ss / n + norm_eps)), ss = dot_f32(xf, xf, n).
 void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes);
 /// y[d] = sum_j pre[j] * X[j, d], j ascending from 0 (X: [hc, dim]).
 void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y);

@@ -60,7 +60,7 @@ cudaError_t launch_window_store(cudaStream_t s, const float* kv, uint64_t kv_nb,
 
 // ---- normalization, rotation, activation -----------------------------------------------------
 
-/// y[t, :] = w * (x[t, :] * r), r = 1 / sqrt_f32(ss / dim + eps), ss = sum x^2 ascending from +0
+/// y[t, :] = w * (x[t, :] * r), r = 1 / sqrt_f32(ss / dim + eps), ss = dot_f32(x[t], x[t])
 /// (kernels/cpu/rmsnorm.cpp rmsnorm_row; w null: x * r). x, y [n, dim] (y may equal x: the same
 /// pointer and stride), w [dim] packed or null.
 cudaError_t launch_rmsnorm(cudaStream_t s, const float* x, uint64_t x_nb, const float* w, int64_t n, int64_t dim,
@@ -120,7 +120,7 @@ cudaError_t launch_router(cudaStream_t s, const float* logits, uint64_t logits_n
 // ---- mHC ---------------------------------------------------------------------------------------
 
 /// mHC before a sublayer, per token t < n (kernels/cpu/hc_pre.cpp hc_pre_row): mixes[r] =
-/// dot_f32(fn[r], X[t]) * (1 / sqrt_f32(ss / (hc*dim) + norm_eps)) (ss = sum X^2 ascending), the
+/// dot_f32(fn[r], X[t]) * (1 / sqrt_f32(ss / (hc*dim) + norm_eps)) (ss = dot_f32(X[t], X[t])), the
 /// Sinkhorn split into mix[t] = [pre hc | post hc | comb hc*hc], y[t, d] = sum_j pre[j] X[t, j*dim + d]
 /// (j ascending from +0). x [n, hc*dim], fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc]
 /// (packed), y [n, dim], mix [n, (2+hc)*hc]. Errors: hc < 1 or (2+hc)*hc > 64.

@@ -105,10 +105,9 @@ __global__ void compressor_kernel(CompArgs c) {
         prev_g[i * d + ch] = cur_g[i * w + ch];
       }
     }
-    if (threadIdx.x == 0) {  // rmsnorm_row(out, norm, d, eps, out)
-      float ss = 0;
-      for (int64_t i = 0; i < d; ++i) ss += out[i] * out[i];
-      r_sh = 1.0f / quant::sqrt_f32(ss / static_cast<float>(d) + c.eps);
+    if (threadIdx.x < 32) {  // rmsnorm_row(out, norm, d, eps, out): ss = dot_f32(out, out)
+      const float ss = ops::warp_dot_f32(out, out, d, static_cast<int>(threadIdx.x));
+      if (threadIdx.x == 0) r_sh = 1.0f / quant::sqrt_f32(ss / static_cast<float>(d) + c.eps);
     }
     __syncthreads();
     const float r = r_sh;

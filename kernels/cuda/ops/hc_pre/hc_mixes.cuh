@@ -1,6 +1,6 @@
 // kernels/cuda/ops/hc_pre/hc_mixes.cuh — the mHC mixes of one token by one block (shared by
-// hc_pre.cu and hc_head.cu; CPU reference kernels/cpu/hc_pre.cpp hc_mixes): thread 0 sums X^2
-// ascending from +0 (one FP32 chain), then warp w computes rows r = w, w + warps, ... as
+// hc_pre.cu and hc_head.cu; CPU reference kernels/cpu/hc_pre.cpp hc_mixes): warp 0 sums X^2 in
+// the dot_f32 order (ops::warp_dot_f32(X, X)), then warp w computes rows r = w, w + warps, ... as
 // dot_f32(fn[r], X) (shared-spec section 1 order, ops::warp_dot_f32) times the rsqrt factor.
 #pragma once
 
@@ -14,10 +14,9 @@ namespace ds4::cuda::ops {
 /// a barrier, so mixes is readable by the whole block on return.
 __device__ inline void block_hc_mixes(const float* fn, uint64_t fn_nb, int rows, const float* X, int64_t len,
                                       float norm_eps, float* mixes, float* rs_sh) {
-  if (threadIdx.x == 0) {
-    float ss = 0;
-    for (int64_t i = 0; i < len; ++i) ss += X[i] * X[i];
-    *rs_sh = 1.0f / quant::sqrt_f32(ss / static_cast<float>(len) + norm_eps);
+  if (threadIdx.x < 32) {
+    const float ss = warp_dot_f32(X, X, len, static_cast<int>(threadIdx.x));
+    if (threadIdx.x == 0) *rs_sh = 1.0f / quant::sqrt_f32(ss / static_cast<float>(len) + norm_eps);
   }
   __syncthreads();
   const float rs = *rs_sh;
