@@ -19,7 +19,10 @@
 #      time, each test's result, per benchmark the weight GB/s and fraction of copy bandwidth, and
 #      every result of step 4 (a failed step: FAIL and its log path).
 # Exit status: 0 when every gpu test and model step passed, 1 otherwise (2: no GPU / build failure).
-# DS4_GPU_CHECK_BUDGET: seconds for the whole check (default 600).
+# DS4_GPU_CHECK_BUDGET: seconds for the whole check (default 600); the step timeouts scale with it.
+# DS4_GPU_PREBUILT=1: no configure or build; $DS4_GPU_BUILD_DIR holds binaries built elsewhere (a GPU
+#   machine without the project's Debian libraries: scripts/gpu_bundle.sh packs, scripts/gpu_run_bundle.sh
+#   unpacks and calls this). DS4_GPU_PREBUILT_COMMIT_FILE names the file with the bundle's commit.
 # Usage: scripts/gpu_check.sh [extra cmake args...]
 set -u -o pipefail
 
@@ -60,6 +63,12 @@ say "GPU: $GPU_LINE -> sm_$ARCH"
 
 # ---- 2. build ------------------------------------------------------------------------------------
 mkdir -p "$LOGDIR"
+if [[ "${DS4_GPU_PREBUILT:-0}" == 1 ]]; then
+  # Built elsewhere (scripts/gpu_bundle.sh, unpacked by scripts/gpu_run_bundle.sh): no configure, no build.
+  [[ -f "$BUILD/CTestTestfile.cmake" ]] || { say "DS4_GPU_PREBUILT=1 but $BUILD has no CTestTestfile.cmake"; echo "RESULT: prebuilt build folder missing" >> "$SUMMARY"; exit 2; }
+  mapfile -t GPU_TESTS < <(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
+  echo "build: prebuilt (DS4_GPU_PREBUILT=1, commit $(cat "${DS4_GPU_PREBUILT_COMMIT_FILE:-/dev/null}" 2>/dev/null || echo '?'))" >> "$SUMMARY"
+else
 if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON \
     -DDS4_CUDA_ARCHITECTURES="$ARCH" -DDS4_BUILD_TESTS=ON -DDS4_BUILD_BENCH=ON "$@" > "$LOGDIR/configure.log" 2>&1; then
   say "configure failed, see $LOGDIR/configure.log"
@@ -77,10 +86,16 @@ if ! cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" > "$LOGDIR/build
   exit 2
 fi
 echo "build: $(( $(date +%s) - B0 )) s for ${#TARGETS[@]} targets" >> "$SUMMARY"
+fi
+# Step timeouts scale with the budget (600 s: tests 240, one test 200, benchmarks 120).
+BUDGET="${DS4_GPU_CHECK_BUDGET:-600}"
+T_TESTS=$(( BUDGET * 2 / 5 )); (( T_TESTS > 240 )) && T_TESTS=240
+T_ONE=$(( T_TESTS * 5 / 6 ))
+T_BENCH=$(( BUDGET / 5 )); (( T_BENCH > 120 )) && T_BENCH=120
 
 # ---- 3a. tests -----------------------------------------------------------------------------------
 say "running gpu tests: ${GPU_TESTS[*]}"
-(cd "$BUILD" && timeout 240 ctest -L gpu -E '^device_conformance_cuda_test$' --output-on-failure --timeout 200 -j 1) \
+(cd "$BUILD" && timeout "$T_TESTS" ctest -L gpu -E '^device_conformance_cuda_test$' --output-on-failure --timeout "$T_ONE" -j 1) \
     > "$LOGDIR/ctest.log" 2>&1
 # The unit-labelled CUDA host tests are not in -L gpu; run them explicitly.
 (cd "$BUILD" && timeout 60 ctest -R '^(cuda_host_helpers_test|cuda_chunk_decode_host_test|cuda_kernel_host_sim_test)$' --output-on-failure) \
@@ -106,7 +121,7 @@ fi
 # ---- 3b. benchmarks ------------------------------------------------------------------------------
 say "running kernel benchmarks"
 BENCH_JSON="$LOGDIR/bench_kernels_cuda.json"
-timeout 120 "$BUILD/bench/bench_kernels_cuda" --benchmark_min_time=0.1 \
+timeout "$T_BENCH" "$BUILD/bench/bench_kernels_cuda" --benchmark_min_time=0.1 \
     --benchmark_out="$BENCH_JSON" --benchmark_out_format=json > "$LOGDIR/bench.log" 2>&1
 BENCH_RC=$?
 {
