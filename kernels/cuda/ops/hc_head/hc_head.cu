@@ -9,10 +9,10 @@
 namespace ds4::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;  // 16 warps: the hc + 1 mix dot products at once (hc <= 15)
 constexpr int kMaxHc = 16;
 
-__global__ void hc_head_kernel(const float* x, uint64_t x_nb, const float* fn, uint64_t fn_nb, const float* scale,
+__global__ void __launch_bounds__(kThreads) hc_head_kernel(const float* x, uint64_t x_nb, const float* fn, uint64_t fn_nb, const float* scale,
                                const float* base, int hc, int64_t dim, int64_t n, float hc_eps, float norm_eps,
                                float* h, uint64_t h_nb) {
   __shared__ float mixes[kMaxHc];
