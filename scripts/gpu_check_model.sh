@@ -422,7 +422,26 @@ do_shapes_staged() {
   if step "bench shapes staged ($n layers, tp $SHAPE_TP)" 150 "$LOGDIR/bench_shapes_staged_$n.log" bash -c '"$@" > "'"$js"'"' _ \
       "$DS4" bench -m "$g" --backend "$SHAPE_BACKEND" --tp "$SHAPE_TP" --plan "$plan" -c 1024 $SHAPE_STAGED_ARGS -o json; then
     links_summary "$js" >> "$SUMMARY" || fail "bench shapes staged summary" "$js" "no decode row"
+    overhead_fit "$js" "$plan.hw.json" "$n" >> "$SUMMARY"
   fi
+}
+
+# overhead_fit JSON_OUT PROFILE N: the planner's per-layer fixed cost re-fitted from a staged bench:
+# runtime.layer_overhead_us such that the plan's decode prediction equals the measurement, i.e. the
+# profile's value + (1 / measured tok/s - 1 / predicted tok/s) / N layers (the head and embedding,
+# small here, are folded into the layers). Printed, not written: a profile for this GPU takes it.
+overhead_fit() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); hw = json.load(open(sys.argv[2])); n = int(sys.argv[3])
+r = [x for x in j["results"] if x.get("n_gen", 0) > 0][-1]
+pred = (r.get("plan") or {}).get("decode_tok_s")
+old = hw.get("runtime", {}).get("layer_overhead_us", 0.0)
+if not pred or not r.get("avg_ts"):
+    print("layer_overhead_us fit: no prediction or measurement"); sys.exit(0)
+fit = old + (1.0 / r["avg_ts"] - 1.0 / pred) * 1e6 / n
+print(f"layer_overhead_us fit: {fit:.0f} us (profile {old:g}; measured {r['avg_ts']:.1f} tok/s vs predicted {pred:.1f} over {n} layer(s))")
+PY
 }
 
 # `gpu_check_model.sh compare LABEL TEXT_A TEXT_B LOGITS_A LOGITS_B NPOS` runs only the comparison.
