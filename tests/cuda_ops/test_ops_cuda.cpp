@@ -454,6 +454,130 @@ TEST(CudaOps, SparseAttentionWindowSelectionAndRatios) {
   }
 }
 
+/// One sparse_attention case for SparseAttentionDecodeAndEdgeCases: shapes, positions, the
+/// selection (ratio 4) and optional special values.
+struct SaCase {
+  const char* name;
+  int64_t H, D, n, win, pos0, cap;  // cap: ckv rows
+  int ratio;
+  int64_t ksel;
+  std::vector<int32_t> sel;  // [n, ksel] packed (ratio 4)
+  float scale = 0.06f;
+  bool zero_q = false;        // all scores +-0 (with a negative scale: -0)
+  float sink0 = 0.25f;        // sinks[0]; the others random
+  bool nan_row = false;       // ckv row 1 holds a NaN
+};
+
+/// Runs launch_sparse_attention on c and compares with the CPU device's candidate list +
+/// attend_with_sink bit for bit (padded row strides everywhere).
+void check_sparse_attention(const SaCase& c, uint32_t seed) {
+  SCOPED_TRACE(c.name);
+  const int64_t H = c.H, D = c.D, n = c.n, lq = H * D + 3, lk = D + 1, lr = D + 2, lc = D + 5, lo = H * D + 1,
+                lsel = c.ksel + 2;
+  const auto sz = [](int64_t v) { return static_cast<size_t>(v); };
+  std::vector<float> q = rnd(sz(n * lq), seed, -0.3f, 0.3f), kv = rnd(sz(n * lk), seed + 1),
+                     ring = rnd(sz(c.win * lr), seed + 2), ckv = rnd(sz(std::max<int64_t>(1, c.cap) * lc), seed + 3),
+                     sinks = rnd(sz(H), seed + 4), out = rnd(sz(n * lo), seed + 5);
+  sinks[0] = c.sink0;
+  if (c.zero_q) std::fill(q.begin(), q.end(), 0.0f);
+  if (c.nan_row) ckv[1 * lc + 7] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int32_t> sel(static_cast<size_t>(std::max<int64_t>(1, n * lsel)), -7);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < c.ksel; ++i) sel[t * lsel + i] = c.sel[t * c.ksel + i];
+  DevBuf<float> Q(q), KV(kv), Rg(ring), C(ckv), Sk(sinks), O(out);
+  DevBuf<int32_t> Sl(sel);
+  ASSERT_EQ(cuda::launch_sparse_attention(stream(), Q.get(), lq * F, KV.get(), lk * F, Rg.get(), lr * F, c.win,
+                                          C.get(), lc * F, c.cap, Sl.get(), lsel * 4, c.ksel, Sk.get(), c.ratio, n, H,
+                                          D, c.pos0, c.scale, O.get(), lo * F),
+            cudaSuccess);
+  std::vector<float> scratch(static_cast<size_t>(c.win + c.ksel + c.cap + 1));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = c.pos0 + t;
+    std::vector<const float*> cand;
+    for (int64_t p = std::max<int64_t>(0, pos - c.win + 1); p <= pos; ++p)
+      cand.push_back(p >= c.pos0 ? kv.data() + (p - c.pos0) * lk : ring.data() + (p % c.win) * lr);
+    if (c.ratio == 4) {
+      for (int64_t i = 0; i < c.ksel; ++i) {
+        const int32_t id = sel[t * lsel + i];
+        if (id >= 0 && id < c.cap) cand.push_back(ckv.data() + id * lc);  // the selection holds valid ids or -1
+      }
+    } else if (c.ratio > 0) {
+      for (int64_t j = 0; j < cpu::compressed_visible(pos, c.ratio); ++j) cand.push_back(ckv.data() + j * lc);
+    }
+    for (int64_t h = 0; h < H; ++h)
+      cpu::attend_with_sink(q.data() + t * lq + h * D, cand.data(), int64_t(cand.size()), D, c.scale, sinks[h],
+                            out.data() + t * lo + h * D, scratch.data());
+  }
+  expect_bits(O.download(), out, c.name);
+}
+
+/// A top-k style selection row: the given ids first, then -1 up to ksel.
+std::vector<int32_t> sel_row(std::vector<int32_t> ids, int64_t ksel) {
+  ids.resize(static_cast<size_t>(ksel), -1);
+  return ids;
+}
+
+TEST(CudaOps, SparseAttentionDecodeAndEdgeCases) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<SaCase> cases;
+  // Decode at position 10 of a Flash-shaped ratio-4 layer: 2 visible compressed rows, the other 510
+  // selection entries -1 (the topk padding), window not yet full.
+  cases.push_back({"decode ratio 4 pos 10", 3, 512, 1, 128, 10, 4, 4, 512, sel_row({1, 0}, 512)});
+  {  // valid ids scattered over the whole selection, across the 256-entry chunk boundaries
+    std::vector<int32_t> s(512, -1);
+    for (int i : {0, 1, 31, 32, 200, 255, 256, 257, 300, 383, 384, 510, 511}) s[i] = (i * 7) % 50;
+    cases.push_back({"decode ratio 4 scattered", 2, 512, 1, 128, 700, 50, 4, 512, s});
+  }
+  {  // past the window, 40 % skipped, duplicates; D not a multiple of 32
+    std::vector<int32_t> s = rnd_i(600, 80, -1, 99);
+    for (size_t i = 0; i < s.size(); i += 3) s[i] = -1;
+    cases.push_back({"decode ratio 4 mixed", 2, 200, 1, 128, 401, 100, 4, 600, s});
+  }
+  // Prefill chunk of 5 crossing the window edge: per-row selections.
+  cases.push_back({"prefill ratio 4", 2, 64, 5, 8, 6, 6, 4, 5,
+                   {3, -1, 0, 1, -1, -1, -1, -1, -1, -1, 2, 2, 5, -1, 4, 0, 1, 2, 3, 4, -1, -1, -1, -1, 5}});
+  // Many candidates: 3,000 selection entries (12 chunks), nv above 512 (strided max / exp / divide).
+  cases.push_back({"ratio 4 long selection", 2, 96, 1, 64, 5000, 1200, 4, 3000, rnd_i(3000, 81, -1, 1199)});
+  cases.push_back({"ratio 128 none visible", 2, 512, 1, 128, 100, 4, 128, 0, {}});
+  cases.push_back({"ratio 128 first row", 2, 512, 2, 128, 126, 4, 128, 0, {}});
+  cases.push_back({"ratio 128 long", 2, 128, 2, 128, 90000, 800, 128, 0, {}});
+  cases.push_back({"ratio 0 short", 2, 512, 1, 128, 3, 0, 0, 0, {}});
+  cases.push_back({"ratio 0 prefill", 3, 72, 4, 16, 14, 0, 0, 0, {}});
+  // D above 512: the generic dot and two output passes.
+  cases.push_back({"ratio 4 D 600", 2, 600, 2, 16, 40, 12, 4, 10, rnd_i(20, 82, -1, 11)});
+  {  // special values: all scores -0 with a +0 sink (a zero max), a -inf sink, a NaN in a row that
+     // only token 0 selects
+    SaCase z{"zero scores", 2, 64, 2, 8, 20, 8, 4, 6, rnd_i(12, 83, -1, 7), -0.5f, true, 0.0f};
+    cases.push_back(z);
+    z.name = "zero scores, -0 sink";
+    z.sink0 = -0.0f;
+    z.scale = 0.5f;
+    cases.push_back(z);
+    SaCase ni{"-inf sink", 2, 64, 2, 8, 20, 8, 4, 6, rnd_i(12, 84, -1, 7)};
+    ni.sink0 = -inf;
+    cases.push_back(ni);
+    ni.name = "NaN rows";
+    ni.nan_row = true;
+    ni.sel = sel_row({1, -1, 2, 1}, 6);
+    ni.sel.insert(ni.sel.end(), {0, 2, 3, -1, -1, -1});
+    cases.push_back(ni);
+  }
+  uint32_t seed = 90;
+  for (const SaCase& c : cases) {
+    check_sparse_attention(c, seed);
+    seed += 10;
+  }
+  // The kMaxCand limit: 128 window + 11,137 compressed rows is one candidate too many.
+  EXPECT_EQ(cuda::launch_sparse_attention(stream(), nullptr, 0, nullptr, 0, nullptr, 0, 128, nullptr, 0, 20000,
+                                          nullptr, 0, 0, nullptr, 128, 1, 1, 512, 11137 * 128, 0.1f, nullptr, 0),
+            cudaErrorInvalidValue);
+  std::vector<int32_t> dummy(1);
+  DevBuf<int32_t> Dm(dummy);
+  EXPECT_EQ(cuda::launch_sparse_attention(stream(), nullptr, 0, nullptr, 0, nullptr, 0, 128, nullptr, 0, 20000,
+                                          Dm.get(), 0, 11137, nullptr, 4, 1, 1, 512, 500, 0.1f, nullptr, 0),
+            cudaErrorInvalidValue);
+}
+
 TEST(CudaOps, CompressorOverlapAndPlainAcrossBlocks) {
   struct C {
     int ratio;
