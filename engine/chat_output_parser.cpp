@@ -103,7 +103,9 @@ bool parse_dsml_invoke(std::string_view s, ParsedToolCall& out) {
       args[key] = value;
     } else {
       try {
-        if (json_depth(value, kMaxJsonRequestDepth) > kMaxJsonRequestDepth) throw std::runtime_error("nested too deep");
+        // One level less than a request may nest: the value goes inside the call's arguments object,
+        // and a client sends that object back in the next turn.
+        if (json_depth(value, kMaxJsonRequestDepth - 1) > kMaxJsonRequestDepth - 1) throw std::runtime_error("nested too deep");
         args[key] = nlohmann::ordered_json::parse(value);
       } catch (const std::exception&) {
         args[key] = value;  // not JSON although string="false": keep the text

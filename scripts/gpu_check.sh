@@ -62,13 +62,14 @@ say "GPU: $GPU_LINE -> sm_$ARCH"
 } >> "$SUMMARY"
 
 # ---- 2. build ------------------------------------------------------------------------------------
-mkdir -p "$LOGDIR"
 if [[ "${DS4_GPU_PREBUILT:-0}" == 1 ]]; then
   # Built elsewhere (scripts/gpu_bundle.sh, unpacked by scripts/gpu_run_bundle.sh): no configure, no build.
   [[ -f "$BUILD/CTestTestfile.cmake" ]] || { say "DS4_GPU_PREBUILT=1 but $BUILD has no CTestTestfile.cmake"; echo "RESULT: prebuilt build folder missing" >> "$SUMMARY"; exit 2; }
+  mkdir -p "$LOGDIR"
   mapfile -t GPU_TESTS < <(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
   echo "build: prebuilt (DS4_GPU_PREBUILT=1, commit $(cat "${DS4_GPU_PREBUILT_COMMIT_FILE:-/dev/null}" 2>/dev/null || echo '?'))" >> "$SUMMARY"
 else
+mkdir -p "$LOGDIR"
 if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON \
     -DDS4_CUDA_ARCHITECTURES="$ARCH" -DDS4_BUILD_TESTS=ON -DDS4_BUILD_BENCH=ON "$@" > "$LOGDIR/configure.log" 2>&1; then
   say "configure failed, see $LOGDIR/configure.log"

@@ -15,13 +15,21 @@ MODEL="${1:?usage: gpu_decode_profile.sh MODEL [OUTDIR]}"
 OUTD="${2:-${OUT:-/tmp/ds4-decode-profile}}"
 DS4="${DS4:-$ROOT/build-gpu/engine/ds4-offload}"
 read -r N1 N2 <<< "${DS4_PROFILE_TOKENS:-2 10}"
+if ! [[ "$N1" =~ ^[0-9]+$ && "${N2:-}" =~ ^[0-9]+$ ]] || (( N1 < 1 || N2 <= N1 )); then
+  echo "gpu_decode_profile: DS4_PROFILE_TOKENS: expected two token counts 'N1 N2' with 1 <= N1 < N2, found '${DS4_PROFILE_TOKENS:-}'" >&2
+  exit 1
+fi
+[[ -s "$MODEL" ]] || { echo "gpu_decode_profile: model '$MODEL' not found" >&2; exit 1; }
+[[ -x "$DS4" ]] || { echo "gpu_decode_profile: ds4-offload not found at $DS4 (set DS4)" >&2; exit 1; }
 BACKEND="${DS4_PROFILE_BACKEND:-cuda}"
 mkdir -p "$OUTD"
 NCU="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -1)"
 
+ok=0
 for g in on off; do
   timeout 120 "$DS4" bench -m "$MODEL" --backend "$BACKEND" --experts-tier resident -p 16 -n 64 -r 2 --cuda-graphs "$g" \
-      -o json > "$OUTD/bench_graphs_$g.json" 2> "$OUTD/bench_graphs_$g.log" || echo "bench --cuda-graphs $g failed: $(tail -2 "$OUTD/bench_graphs_$g.log")"
+      -o json > "$OUTD/bench_graphs_$g.json" 2> "$OUTD/bench_graphs_$g.log" && ok=1 \
+    || echo "bench --cuda-graphs $g failed: $(tail -2 "$OUTD/bench_graphs_$g.log")"
 done
 if [[ -z "$NCU" ]]; then echo "ncu not found: no kernel breakdown"; fi
 for n in $N1 $N2; do
@@ -64,3 +72,4 @@ for n, (c, t) in sorted(diff.items(), key=lambda x: -x[1][1])[:25]:
     if c <= 0: continue
     print(f"{n[:40]:40s} {c / steps:12.1f} {t / steps:9.1f} {t / c:9.2f}")
 PY
+(( ok )) || { echo "gpu_decode_profile: no bench result" >&2; exit 1; }

@@ -13,15 +13,34 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUTD="${DS4_GPU_OUT:-${OUT:-$ROOT/.gpu/out}}"
 X="$ROOT/.gpu/x"
 mkdir -p "$OUTD"
-[[ -s "$ROOT/.gpu/bundle.tar.gz" ]] || { echo "gpu_run_bundle: no .gpu/bundle.tar.gz (run scripts/gpu_bundle.sh first)" >&2; exit 2; }
-rm -rf "$X" "$ROOT/build-gpu"; mkdir -p "$X"
-tar -C "$X" -xzf "$ROOT/.gpu/bundle.tar.gz" || exit 2
-mv "$X/build-gpu" "$ROOT/build-gpu"
+B="$ROOT/.gpu/bundle.tar.gz"
+[[ -e "$B" ]] || { echo "gpu_run_bundle: no $B (run scripts/gpu_bundle.sh first)" >&2; exit 2; }
+# Unpacked and checked before anything of this checkout is replaced.
+rm -rf "$X"; mkdir -p "$X"
+if ! tar -C "$X" -xzf "$B" 2> "$X.err"; then
+  echo "gpu_run_bundle: $B is not a readable bundle (expected a gzip tar from scripts/gpu_bundle.sh): $(tr -s '\n' ' ' < "$X.err" | cut -c1-200)" >&2
+  exit 2
+fi
+for f in build-root.txt commit.txt build-gpu/CTestTestfile.cmake build-gpu/engine/ds4-offload fixtures/dsv4-tiny/dsv4-tiny-mxfp4.gguf; do
+  [[ -s "$X/$f" ]] || { echo "gpu_run_bundle: $B is incomplete: expected $f in it, found none" >&2; exit 2; }
+done
 B0="$(cat "$X/build-root.txt")"
+[[ "$B0" == /* ]] || { echo "gpu_run_bundle: build-root.txt: expected an absolute path, found '$B0'" >&2; exit 2; }
+# A build-gpu/ that no bundle unpacked is someone's build: never replaced unasked.
+if [[ -e "$ROOT/build-gpu" && ! -e "$ROOT/build-gpu/.from-bundle" && "${DS4_GPU_REPLACE_BUILD:-0}" != 1 ]]; then
+  if [[ "$(cd "$B0" 2> /dev/null && pwd -P)" == "$(cd "$ROOT" && pwd -P)" ]]; then
+    echo "gpu_run_bundle: this checkout built the bundle (its build-gpu/ is the bundle's source): run scripts/gpu_check.sh here instead" >&2
+  else
+    echo "gpu_run_bundle: $ROOT/build-gpu exists and did not come from a bundle: expected none (DS4_GPU_REPLACE_BUILD=1 replaces it)" >&2
+  fi
+  exit 2
+fi
 if [[ "$(cd "$B0" 2> /dev/null && pwd -P)" != "$(cd "$ROOT" && pwd -P)" ]]; then
   [[ -e "$B0" ]] && { echo "gpu_run_bundle: the bundle's build path $B0 exists here and is not this checkout" >&2; exit 2; }
   mkdir -p "$(dirname "$B0")" && ln -s "$ROOT" "$B0" || exit 2
 fi
+rm -rf "$ROOT/build-gpu"
+mv "$X/build-gpu" "$ROOT/build-gpu" && touch "$ROOT/build-gpu/.from-bundle" || exit 2
 nccl=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
          "$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2> /dev/null)"; do

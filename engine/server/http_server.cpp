@@ -554,7 +554,7 @@ void handle_detokenize(State& st, const httplib::Request& http, httplib::Respons
     const Json& t = b["tokens"][i];
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= st.engine->vocab())
       return send_error(res, make_error(400, "'tokens[" + std::to_string(i) + "]': expected a token id in [0, " +
-                                                 std::to_string(st.engine->vocab()) + "), found " + t.dump(),
+                                                 std::to_string(st.engine->vocab()) + "), found " + t.dump().substr(0, 60),
                                         "invalid_request_error"));
     ids.push_back(int32_t(t.get<int64_t>()));
   }

@@ -151,7 +151,7 @@ std::optional<ApiError> get_max_tokens(const Json& b, GenerationRequest& r, bool
       x = -1;
     else if (auto e = get_int(b, k.c_str(), 1, int64_t(1) << 40, x))
       return k == "n_predict" ? bad(k, "'n_predict': expected -1 or an integer in [1, " +
-                                           std::to_string(int64_t(1) << 40) + "], found " + b[k].dump())
+                                           std::to_string(int64_t(1) << 40) + "], found " + b[k].dump().substr(0, 60))
                               : e;
     if (!x) continue;
     if (v && *v != *x)
@@ -402,7 +402,7 @@ std::optional<ApiError> parse_completion_request(const Json& b, const RequestLim
     for (size_t i = 0; i < one->size(); ++i) {
       const Json& t = (*one)[i];
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-        return bad("prompt", "'prompt[" + std::to_string(i) + "]': expected a token id, found " + t.dump());
+        return bad("prompt", "'prompt[" + std::to_string(i) + "]': expected a token id, found " + t.dump().substr(0, 60));
       r.prompt_tokens.push_back(int32_t(t.get<int64_t>()));
     }
   } else if (p.is_array() && p.size() > 1) {
