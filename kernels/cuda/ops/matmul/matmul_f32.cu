@@ -9,14 +9,16 @@
 //
 // - direct (F32, F16, BF16 rows, element-aligned): 4 warps (rows) per 128-thread block, grid
 //   (ceil(rows / 4), ceil(n / 8)). Each lane loads its own elements c + 32 q + lane of the row
-//   straight from global memory, kBatch = 32 of them per step before their FMAs (each warp load
-//   is one coalesced 64- or 128-byte segment; 32 of them in flight per warp), converts them
-//   exactly (F16: the hardware conversion on the device, the shared fp16_to_f32 on the host;
-//   BF16: a shift) and reads x the same way (L1 / L2-resident). Serial work per lane: cols / 32
-//   FMAs in cols / 1024 load steps. These are the decode-time F32-path products (the compressor,
-//   indexer and router projections of DeepSeek-V4-Flash are F16 / BF16): the former layout below
-//   decoded 32 elements per lane with byte loads into shared memory with a 32-way bank conflict
-//   and measured 41 us per launch on an H200 (7 launches per layer, 289 us per decode step).
+//   straight from global memory, kBatch = 32 of them per step, then the same 32 of x per token
+//   (L1 / L2-resident), then their FMAs (each warp load is one coalesced 64- or 128-byte segment;
+//   64 loads in flight per warp at n = 1), converting the weights exactly (F16: the hardware
+//   conversion on the device, the shared fp16_to_f32 on the host; BF16: a shift). Whole steps
+//   run without bounds tests, a last partial step with them. Serial work per lane: cols / 32
+//   FMAs in ceil(cols / 1024) load steps. These are the decode-time F32-path products (the
+//   compressor, indexer and router projections of DeepSeek-V4-Flash are F16 / BF16): the former
+//   layout below decoded 32 elements per lane with byte loads into shared memory with a 32-way
+//   bank conflict and measured 41 us per launch on an H200 (7 launches per layer, 289 us per
+//   decode step).
 // - staged (every other type with a decoder): one warp per block, grid (rows, ceil(n / 8)). Each
 //   round the lanes decode up to kStage = 1024 consecutive row elements (one unit per lane,
 //   kernels/cuda/ops/matmul/decode_unit.cuh) exactly into shared memory, unit u at u * (U + 1)
@@ -84,6 +86,34 @@ __device__ inline void reduce_store(float (&acc)[kTok], int nt, int lane, int64_
   }
 }
 
+/// One load step of the direct kernel at column c: the lane's elements c + 32 q + lane (q <
+/// kBatch; with kFull = false only those below cols, the row's tail) are loaded, then for each
+/// live token its x values, then the FMAs in ascending q. cols % 32 == 0, so the tail test
+/// `c + 32 q < cols` is the same in every lane.
+template <class E, bool kFull>
+__device__ inline void direct_step(const typename E::S* __restrict__ row, int64_t c, int64_t cols,
+                                   const float* __restrict__ x, uint64_t x_nb1, int64_t t0, int nt, int lane,
+                                   float (&acc)[kTok]) {
+  using S = typename E::S;
+  S wv[kBatch];
+#pragma unroll
+  for (int q = 0; q < kBatch; ++q) wv[q] = (kFull || c + 32 * q < cols) ? row[c + 32 * q + lane] : S(0);
+#pragma unroll
+  for (int k = 0; k < kTok; ++k) {
+    if (k < nt) {
+      const float* xr = x_row(x, x_nb1, t0 + k) + c + lane;
+      float xv[kBatch];
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) xv[q] = (kFull || c + 32 * q < cols) ? xr[32 * q] : 0.0f;
+      float a = acc[k];
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q)
+        if (kFull || c + 32 * q < cols) a = __fmaf_rn(E::value(wv[q]), xv[q], a);
+      acc[k] = a;
+    }
+  }
+}
+
 template <class E>
 __global__ void matmul_f32_direct_kernel(const uint8_t* __restrict__ w, int64_t rows, int64_t cols, uint64_t w_nb1,
                                          const float* __restrict__ x, uint64_t x_nb1, int64_t n,
@@ -98,28 +128,10 @@ __global__ void matmul_f32_direct_kernel(const uint8_t* __restrict__ w, int64_t 
   float acc[kTok];
 #pragma unroll
   for (int k = 0; k < kTok; ++k) acc[k] = 0.0f;
-  // cols % 32 == 0, so `c + 32 q < cols` is the same in every lane (uniform branches).
-  for (int64_t c = 0; c < cols; c += 32 * kBatch) {
-    S wv[kBatch];
-#pragma unroll
-    for (int q = 0; q < kBatch; ++q)
-      wv[q] = c + 32 * q < cols ? row[c + 32 * q + lane] : S(0);
-#pragma unroll
-    for (int k = 0; k < kTok; ++k) {
-      if (k < nt) {
-        const float* xr = x_row(x, x_nb1, t0 + k) + c + lane;
-        float xv[kBatch];
-#pragma unroll
-        for (int q = 0; q < kBatch; ++q)
-          xv[q] = c + 32 * q < cols ? xr[32 * q] : 0.0f;
-        float a = acc[k];
-#pragma unroll
-        for (int q = 0; q < kBatch; ++q)
-          if (c + 32 * q < cols) a = __fmaf_rn(E::value(wv[q]), xv[q], a);
-        acc[k] = a;
-      }
-    }
-  }
+  // Whole steps, then the tail: each lane's elements stay in ascending order.
+  int64_t c = 0;
+  for (; c + 32 * kBatch <= cols; c += 32 * kBatch) direct_step<E, true>(row, c, cols, x, x_nb1, t0, nt, lane, acc);
+  if (c < cols) direct_step<E, false>(row, c, cols, x, x_nb1, t0, nt, lane, acc);
   reduce_store(acc, nt, lane, t0, r, y, y_nb1);
 }
 
