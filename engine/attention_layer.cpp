@@ -164,14 +164,21 @@ Result<void> Forward::attention(int l, const dev::Tensor& x, const dev::Tensor& 
   // P_k for this rank's k-th canonical shard into dst [n, dim].
   // A group's columns of o are copied into packed rows first: the product then streams its
   // activations from one contiguous block (strided rows 8 KiB apart alias cache sets: measured
-  // 18 % more time in the F32 dot on the tiny model's prefill).
+  // 18 % more time in the F32 dot on the tiny model's prefill). One token (a decode step) has a
+  // single row, already contiguous: the product reads its columns and writes z in place (the
+  // same values, so the same bits; two copy launches fewer per group).
   const dev::Tensor og = ws_.f32(gin, n), zg = ws_.f32(R, n);
   auto shard_product = [&](int64_t k, const dev::Tensor& dst) {
     for (int64_t j = 0; j < gps; ++j) {
       const int64_t gl = k * gps + j;  // rank-local group (global shard0 * gps + gl)
+      const dev::Tensor wg = L.out_a.rows_view(gl * R, (gl + 1) * R);  // rank-local group rows
+      const dev::ActFormat fa = qat() ? dev::ActFormat::F32 : act_;   // REF: BF16 einsum for wo_a
+      if (n == 1) {
+        dev_.matmul(s_, wg, o.cols_view(gl * gin, (gl + 1) * gin), zs.cols_view(j * R, (j + 1) * R), fa);
+        continue;
+      }
       dev_.copy(s_, o.cols_view(gl * gin, (gl + 1) * gin), og);
-      dev_.matmul(s_, L.out_a.rows_view(gl * R, (gl + 1) * R), og, zg,  // rank-local group rows
-                  qat() ? dev::ActFormat::F32 : act_);  // REF: BF16 einsum for wo_a
+      dev_.matmul(s_, wg, og, zg, fa);
       dev_.copy(s_, zg, zs.cols_view(j * R, (j + 1) * R));
     }
     dev_.matmul(s_, L.out_b_shards[static_cast<size_t>(shard_.shard0 + k)], zs, dst, act_);

@@ -370,15 +370,32 @@ class CudaDevice final : public dev::Device {
       DS4_CHECK(e.gate.ne0 == dim && e.up.ne1 == ff && e.down.ne0 == ff && e.down.ne1 == dim);
       note_expert_launch(e);
       const int32_t* pr = pairs + ranges[ei].first;
-      auto* xe = reinterpret_cast<float*>(cs_.moe_x.get(static_cast<uint64_t>(m * dim) * 4, st));
-      auto* rw = reinterpret_cast<float*>(cs_.moe_w.get(static_cast<uint64_t>(m) * 4, st));
       auto* g = reinterpret_cast<float*>(cs_.moe_g.get(static_cast<uint64_t>(m * ff) * 4, st));
       auto* u = reinterpret_cast<float*>(cs_.moe_u.get(static_cast<uint64_t>(m * ff) * 4, st));
-      auto* ye = reinterpret_cast<float*>(cs_.moe_y.get(static_cast<uint64_t>(m * dim) * 4, st));
-      check_launch(launch_moe_gather(st, fp(x), x.nb1, dim, fp(weights), weights.nb1, static_cast<int>(K), pr, m, xe, rw),
-                   "moe_experts gather");
-      const Tensor xt = raw_f32(cs_.moe_x, dim, m), gt = raw_f32(cs_.moe_g, ff, m), ut = raw_f32(cs_.moe_u, ff, m);
-      const Tensor yt = raw_f32(cs_.moe_y, dim, m);
+      const Tensor gt = raw_f32(cs_.moe_g, ff, m), ut = raw_f32(cs_.moe_u, ff, m);
+      // One slot (every expert of a decode step): no gather / scatter launches. The products read
+      // the token's row of x in place and the down product writes the slot's row directly (a
+      // single row has no stride, see run_matmuls); the SwiGLU reads the routing weight where it
+      // lies. The same values reach the same kernels, so the bits are those of the copies.
+      Tensor xt, yt;
+      const float* rw = nullptr;
+      float* ye = nullptr;
+      if (m == 1) {
+        const int64_t p = host_pairs_[static_cast<size_t>(ranges[ei].first)], t = p / K;
+        xt = x.rows_view(t, t + 1);
+        yt = slots.rows_view(p, p + 1);
+        rw = reinterpret_cast<const float*>(ptr(weights) + static_cast<uint64_t>(t) * weights.nb1) + p % K;
+      } else {
+        auto* xe = reinterpret_cast<float*>(cs_.moe_x.get(static_cast<uint64_t>(m * dim) * 4, st));
+        auto* rwg = reinterpret_cast<float*>(cs_.moe_w.get(static_cast<uint64_t>(m) * 4, st));
+        ye = reinterpret_cast<float*>(cs_.moe_y.get(static_cast<uint64_t>(m * dim) * 4, st));
+        check_launch(launch_moe_gather(st, fp(x), x.nb1, dim, fp(weights), weights.nb1, static_cast<int>(K), pr, m, xe,
+                                       rwg),
+                     "moe_experts gather");
+        xt = raw_f32(cs_.moe_x, dim, m);
+        yt = raw_f32(cs_.moe_y, dim, m);
+        rw = rwg;
+      }
       const Tensor* ws[2] = {&e.gate, &e.up};
       const Tensor* ys[2] = {&gt, &ut};
       run_matmuls(cs_, ws, ys, 2, xt, act);
@@ -386,7 +403,7 @@ class CudaDevice final : public dev::Device {
       const Tensor* wd[1] = {&e.down};
       const Tensor* yd[1] = {&yt};
       run_matmuls(cs_, wd, yd, 1, gt, act);
-      check_launch(launch_moe_scatter(st, ye, dim, pr, m, fp(slots), slots.nb1), "moe_experts scatter");
+      if (m > 1) check_launch(launch_moe_scatter(st, ye, dim, pr, m, fp(slots), slots.nb1), "moe_experts scatter");
       nan_check(s, "moe_experts gate", gt);
       nan_check(s, "moe_experts expert out", yt);
     }
@@ -864,9 +881,10 @@ class CudaDevice final : public dev::Device {
     const uint64_t xpacked = static_cast<uint64_t>(in) * 4;
     uint8_t* act_q = nullptr;
     if (any_q8) {
-      // quantize_q8_1 reads packed rows: strided activations are packed first (byte copy).
+      // quantize_q8_1 reads packed rows: strided activations are packed first (byte copy); a
+      // single row (a decode step's token) is packed whatever its stride.
       const float* xs = X;
-      if (x.nb1 != xpacked) {
+      if (n > 1 && x.nb1 != xpacked) {
         auto* xp = reinterpret_cast<float*>(cs_.xpack.get(xpacked * static_cast<uint64_t>(n), st));
         check_launch(launch_copy_rows_bytes(st, xp, xpacked, X, x.nb1, xpacked, n), "matmul pack x");
         xs = xp;
@@ -901,7 +919,7 @@ class CudaDevice final : public dev::Device {
       }
       const uint64_t ypacked = static_cast<uint64_t>(w.ne1) * 4;
       float* Yp = Y;
-      if (y.nb1 != ypacked) Yp = reinterpret_cast<float*>(cs_.ypack.get(ypacked * static_cast<uint64_t>(n), st));
+      if (n > 1 && y.nb1 != ypacked) Yp = reinterpret_cast<float*>(cs_.ypack.get(ypacked * static_cast<uint64_t>(n), st));
       if (n <= 8)
         check_launch(mmvq(w.type, W, w.ne1, in, act_q, n, Yp, st), "matmul mmvq");
       else

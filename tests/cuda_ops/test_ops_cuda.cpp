@@ -22,8 +22,11 @@
 #endif
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_ref.h"
 #include "kernels/cuda/ops/ops_cuda.h"
+#include "kernels/cuda/ops/ops_cuda_matmul.h"
 #include "kernels/quant/act_qdq.h"
+#include "kernels/quant/blocks.h"
 
 namespace ds4 {
 namespace {
@@ -755,6 +758,181 @@ TEST(CudaOps, FlashShapes) {
       }
       expect_bits(Ca.download(), cache, "flash compressor cache");
       expect_bits(Cu.download(), cur, "flash compressor cur");
+    }
+  }
+}
+
+
+// ---- the matrix-product family (ops_cuda_matmul.h): F32-path matmul, embed_rows, MoE gather /
+// scatter, against kernels/cpu (matmul_rows with q8 = false, embed_rows) or the plain copy.
+
+/// `rows` weight rows of `cols` elements of `type`, `row_bytes` apart (>= the packed row), made
+/// from random values: quantized by cpu::quantize_row where it can, else random blocks with sane
+/// scales (NVFP4: E4M3 block scales 0x30..0x3F; F8_E4M3_R128: exponents 2^-4..2^4, no NaN codes).
+/// With `specials`, row 0 of F32 / F16 / BF16 holds NaN, +-inf, subnormals and -0.
+std::vector<uint8_t> make_weights(GgmlType type, int64_t rows, int64_t cols, uint64_t row_bytes, uint32_t seed,
+                                  bool specials) {
+  const uint64_t rb = uint64_t(cpu::row_bytes(type, cols));
+  EXPECT_GE(row_bytes, rb);
+  std::vector<uint8_t> w(size_t(row_bytes * uint64_t(rows)) + 16, 0xA5);
+  std::mt19937 g(seed);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = w.data() + uint64_t(r) * row_bytes;
+    if (cpu::can_quantize(type)) {
+      const std::vector<float> v = rnd(size_t(cols), seed * 131 + uint32_t(r));
+      cpu::quantize_row(type, v.data(), row, cols);
+    } else {
+      for (uint64_t b = 0; b < rb; ++b) row[b] = uint8_t(g());
+      if (type == GgmlType::NVFP4) {
+        for (int64_t blk = 0; blk < cols / 64; ++blk)
+          for (int j = 0; j < 4; ++j) row[blk * int64_t(sizeof(quant::BlockNVFP4)) + j] = uint8_t(0x30 + g() % 16);
+      } else if (type == GgmlType::F8_E4M3_R128) {
+        for (int64_t blk = 0; blk < cols / 128; ++blk) {
+          uint8_t* b = row + blk * int64_t(sizeof(quant::BlockF8R128));
+          b[0] = uint8_t(123 + g() % 9);
+          for (int j = 1; j < 129; ++j)
+            if ((b[j] & 0x7F) == 0x7F) b[j] = uint8_t(b[j] - 1);  // E4M3's NaN codes
+        }
+      }
+    }
+  }
+  if (specials) {
+    uint8_t* row = w.data();
+    if (type == GgmlType::F32) {
+      const float v[] = {kNaN, kInf, -kInf, 1e-45f, -1e-40f, -0.0f, 3e38f};
+      std::memcpy(row, v, sizeof(v));
+    } else if (type == GgmlType::F16 || type == GgmlType::BF16) {
+      const uint16_t h16[] = {0x7E01, 0x7C00, 0xFC00, 0x0001, 0x83FF, 0x8000, 0x7BFF, 0x0200};
+      const uint16_t hb[] = {0x7FC1, 0x7F80, 0xFF80, 0x0001, 0x807F, 0x8000, 0x7F7F, 0x0040};
+      std::memcpy(row, type == GgmlType::F16 ? h16 : hb, sizeof(h16));
+      // Subnormals only (and zeros) in row 1: finite, so its dot is a number to compare bit for bit.
+      if (rows > 1)
+        for (int64_t c = 0; c < cols; c += 3) {
+          const uint16_t v = uint16_t(type == GgmlType::F16 ? (0x0001 + (c * 37) % 0x3FF) : (0x0001 + (c * 11) % 0x7F)) |
+                             uint16_t(c % 2 ? 0x8000 : 0);
+          std::memcpy(row + row_bytes + uint64_t(c) * 2, &v, 2);
+        }
+    }
+  }
+  return w;
+}
+
+struct MatF32Case {
+  GgmlType type;
+  int64_t rows, cols, n;
+  bool strided;  // padded weight rows, x and y rows, weights at an offset into the buffer
+};
+
+// Every F32-path output equals cpu::matmul_rows (q8 = false, the dot_f32 order of the decoded
+// row) bit for bit: the direct kernel (F32 / F16 / BF16) with row counts not a multiple of its 4
+// warps per block, widths below, at and past its 1024-element load step, the decode shape (one
+// token, 4096 wide), 1..17 tokens (token groups of 8, partial), strided rows, NaN / inf /
+// subnormal weights; the staged kernel for block types of every unit length (32, 64, 128, 256)
+// and for F16 rows at an odd byte offset (not element-aligned: the byte-wise fallback).
+TEST(CudaOps, MatmulF32EqualsCpuBitForBit) {
+  const MatF32Case cases[] = {
+      {GgmlType::F16, 1, 4096, 1, false},    {GgmlType::F16, 37, 4096, 1, false},  {GgmlType::BF16, 6, 4096, 1, true},
+      {GgmlType::F32, 5, 4096, 1, false},    {GgmlType::F16, 130, 1024, 1, false}, {GgmlType::F16, 9, 1056, 3, true},
+      {GgmlType::F32, 7, 96, 9, true},       {GgmlType::BF16, 4, 32, 17, false},   {GgmlType::F16, 3, 2080, 8, false},
+      {GgmlType::F32, 11, 1280, 16, true},   {GgmlType::Q8_0, 13, 1280, 3, true},  {GgmlType::Q8_0, 5, 4096, 1, false},
+      {GgmlType::MXFP4, 9, 288, 10, false},  {GgmlType::Q2_K, 6, 1280, 2, false},  {GgmlType::Q8_K, 5, 1280, 1, true},
+      {GgmlType::NVFP4, 7, 1088, 9, false},  {GgmlType::F8_E4M3_R128, 6, 1152, 2, true},
+      {GgmlType::IQ2_XXS, 3, 512, 1, false},
+  };
+  uint32_t seed = 300;
+  for (const MatF32Case& c : cases) {
+    SCOPED_TRACE(std::string(ggml_type_name(uint32_t(c.type))) + " rows " + std::to_string(c.rows) + " cols " +
+                 std::to_string(c.cols) + " n " + std::to_string(c.n) + (c.strided ? " strided" : ""));
+    const uint64_t rb = uint64_t(cpu::row_bytes(c.type, c.cols)), wnb = c.strided ? rb + 64 : rb;
+    const int64_t ldx = c.strided ? c.cols + 5 : c.cols, ldy = c.strided ? c.rows + 3 : c.rows;
+    const bool specials = c.type == GgmlType::F32 || c.type == GgmlType::F16 || c.type == GgmlType::BF16;
+    const std::vector<uint8_t> w = make_weights(c.type, c.rows, c.cols, wnb, seed++, specials);
+    std::vector<float> x = rnd(size_t(c.n * ldx), seed++), y = rnd(size_t(c.n * ldy), seed++);
+    if (c.n > 2) x[size_t(2 * ldx + 7)] = kNaN;  // token 2: NaN everywhere
+    DevBuf<uint8_t> W(w);
+    DevBuf<float> X(x), Y(y);
+    ASSERT_EQ(cuda::launch_matmul_f32(stream(), c.type, W.get(), c.rows, c.cols, wnb, X.get(), uint64_t(ldx) * F, c.n,
+                                      Y.get(), uint64_t(ldy) * F),
+              cudaSuccess);
+    cpu::matmul_rows(cpu::WRows{c.type, w.data(), c.cols, c.rows, wnb}, cpu::F32Rows{x.data(), ldx}, nullptr, c.n,
+                     false, cpu::F32Rows{y.data(), ldy}, 0, c.rows);
+    expect_bits(Y.download(), y, "matmul_f32");
+    // The same rows at an odd byte offset (F16: not element-aligned, the staged kernel's path).
+    if (c.type == GgmlType::F16 && !c.strided) {
+      std::vector<uint8_t> w1(w.size() + 1);
+      std::memcpy(w1.data() + 1, w.data(), w.size());
+      DevBuf<uint8_t> W1(w1);
+      std::vector<float> y1 = rnd(size_t(c.n * ldy), seed++);
+      DevBuf<float> Y1(y1);
+      ASSERT_EQ(cuda::launch_matmul_f32(stream(), c.type, W1.get() + 1, c.rows, c.cols, wnb, X.get(), uint64_t(ldx) * F,
+                                        c.n, Y1.get(), uint64_t(ldy) * F),
+                cudaSuccess);
+      expect_bits(Y1.download(), y, "matmul_f32 (odd offset)");
+    }
+  }
+}
+
+// embed_rows: exact decode per token (one element per thread for F32 / F16 / BF16, one unit per
+// thread for block types), +0 outside [vocab0, vocab1), strided output rows, NaN / inf /
+// subnormal F16 values (the CPU's decode: their exact bits, NaN payload included).
+TEST(CudaOps, EmbedRowsEqualsCpuBitForBit) {
+  struct Case {
+    GgmlType type;
+    int64_t cols;
+  };
+  for (const Case c : {Case{GgmlType::F16, 4096}, Case{GgmlType::F32, 96}, Case{GgmlType::BF16, 288},
+                       Case{GgmlType::Q8_0, 4096}, Case{GgmlType::Q2_K, 512}, Case{GgmlType::MXFP4, 8224}}) {
+    SCOPED_TRACE(std::string(ggml_type_name(uint32_t(c.type))) + " cols " + std::to_string(c.cols));
+    const int64_t vocab = 9, n = 5, ld = c.cols + 3;
+    const uint64_t rb = uint64_t(cpu::row_bytes(c.type, c.cols));
+    const std::vector<uint8_t> w = make_weights(c.type, vocab, c.cols, rb, 40 + uint32_t(c.type), true);
+    const std::vector<int32_t> ids = {0, 3, 8, 9, 1};  // id 9: outside [0, 9) -> zeros
+    std::vector<float> out = rnd(size_t(n * ld), 41);
+    DevBuf<uint8_t> W(w);
+    DevBuf<int32_t> I(ids);
+    DevBuf<float> O(out);
+    ASSERT_EQ(cuda::launch_embed_rows(stream(), c.type, W.get(), c.cols, rb, I.get(), n, 0, vocab, O.get(), ld * F),
+              cudaSuccess);
+    cpu::embed_rows(cpu::WRows{c.type, w.data(), c.cols, vocab, rb}, ids.data(), 0, vocab, cpu::F32Rows{out.data(), ld},
+                    0, n);
+    const std::vector<float> got = O.download();
+    expect_bits(got, out, "embed_rows");
+    if (c.type == GgmlType::F16) {  // the NaN's payload too: a plain decode (F16 0x7E01)
+      uint32_t bits;
+      std::memcpy(&bits, &got[0], 4);
+      EXPECT_EQ(bits, 0x7FC02000u);
+    }
+  }
+}
+
+// MoE gather / scatter: one slot (the decode shape), several, a row width past one block and not a
+// multiple of it; rows strided; only the listed slots written.
+TEST(CudaOps, MoeGatherScatterCopyTheRows) {
+  for (const int64_t dim : {int64_t(4096), int64_t(300)}) {
+    for (const int64_t m : {int64_t(1), int64_t(5)}) {
+      SCOPED_TRACE("dim " + std::to_string(dim) + " m " + std::to_string(m));
+      const int64_t n = 4, k = 6, ldx = dim + 2, ldw = k + 1, lds = dim + 4;
+      const std::vector<float> x = rnd(size_t(n * ldx), 50), wts = rnd(size_t(n * ldw), 51);
+      const std::vector<int32_t> pairs = m == 1 ? std::vector<int32_t>{17} : std::vector<int32_t>{0, 5, 7, 16, 23};
+      std::vector<float> xe = rnd(size_t(m * dim), 52), rw = rnd(size_t(m), 53);
+      DevBuf<float> X(x), Wt(wts), Xe(xe), Rw(rw);
+      DevBuf<int32_t> P(pairs);
+      ASSERT_EQ(cuda::launch_moe_gather(stream(), X.get(), ldx * F, dim, Wt.get(), ldw * F, int(k), P.get(), m, Xe.get(),
+                                        Rw.get()),
+                cudaSuccess);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t t = pairs[size_t(i)] / k;
+        std::memcpy(xe.data() + i * dim, x.data() + t * ldx, size_t(dim) * 4);
+        rw[size_t(i)] = wts[size_t(t * ldw + pairs[size_t(i)] % k)];
+      }
+      expect_bits(Xe.download(), xe, "moe_gather rows");
+      expect_bits(Rw.download(), rw, "moe_gather weights");
+      std::vector<float> slots = rnd(size_t(n * k * lds), 54);
+      DevBuf<float> S(slots);
+      ASSERT_EQ(cuda::launch_moe_scatter(stream(), Xe.get(), dim, P.get(), m, S.get(), lds * F), cudaSuccess);
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(slots.data() + pairs[size_t(i)] * lds, xe.data() + i * dim, size_t(dim) * 4);
+      expect_bits(S.download(), slots, "moe_scatter");
     }
   }
 }

@@ -103,6 +103,36 @@ TEST(CudaEmuQuantizeQ8_1, EqualsTheCpuReferenceByteForByteIncludingNonFiniteBloc
   EXPECT_EQ(d_bits(got, 1), 0x0000u);  // all-zero block: d = 0
 }
 
+// The decode shape (one 4096-wide row: 128 blocks, 16 CUDA blocks of 8 warps), a single block,
+// and rows whose block count is not a multiple of 8 (a partial last CUDA block), with values at
+// rounding ties of the code (x / d = k + 0.5: roundf away from zero) and at the clamp.
+TEST(CudaEmuQuantizeQ8_1, DecodeRowAndTiesEqualTheCpuReference) {
+  struct Shape {
+    int64_t n, cols;
+  };
+  uint32_t seed = 11;
+  for (const Shape sh : {Shape{1, 4096}, Shape{1, 32}, Shape{3, 32 * 13}, Shape{2, 2048}}) {
+    SCOPED_TRACE(std::to_string(sh.n) + " x " + std::to_string(sh.cols));
+    std::mt19937 g(seed++);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    std::vector<float> x(size_t(sh.n * sh.cols));
+    for (auto& v : x) v = d(g);
+    // Block 0: amax 63.5 = 127 * 0.5, so d = 0.5 exactly and x = k / 2 + 1/4 lands on ties.
+    for (int j = 0; j < 32; ++j) x[size_t(j)] = j == 0 ? 63.5f : 0.5f * float(j - 16) + 0.25f;
+    // Last block (the only one of the 32-wide row): magnitudes across many binades.
+    float* last = x.data() + x.size() - 32;
+    for (int j = 0; j < 32; ++j) last[j] = std::ldexp(1.0f, j - 20) * (j % 3 ? 1.0f : -1.0f) * 1.37f;
+    std::vector<uint8_t> want(size_t(sh.n) * size_t(sh.cols / 32) * kBlockBytes);
+    for (int64_t r = 0; r < sh.n; ++r)
+      cpu::quantize_row_q8_1(x.data() + r * sh.cols, want.data() + size_t(r * (sh.cols / 32)) * kBlockBytes, sh.cols);
+    const std::vector<uint8_t> got = cuda_quantize(x, sh.n, sh.cols);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t b = 0; b < got.size() / kBlockBytes; ++b)
+      EXPECT_EQ(0, std::memcmp(got.data() + b * kBlockBytes, want.data() + b * kBlockBytes, kBlockBytes)) << "block " << b;
+    if (x.size() > 32) EXPECT_EQ(d_bits(got, 0), 0x3800u);  // d = 0.5
+  }
+}
+
 TEST(CudaEmuQuantizeQ8_1, RejectsBadShapes) {
   EXPECT_EQ(cuda::quantize_q8_1(nullptr, 1, 33, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::quantize_q8_1(nullptr, -1, 32, nullptr, nullptr), cudaErrorInvalidValue);

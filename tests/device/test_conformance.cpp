@@ -216,6 +216,32 @@ TEST_P(Conformance, MatmulEveryTypeBothActivationModesAndStridedViews) {
     }
 }
 
+// One token read from a column slice of a wider row and written into a column window (the decode
+// step's grouped output projection: no packing copies for a single row) gives the packed row's
+// bits, in every activation mode.
+TEST_P(Conformance, MatmulOneStridedRowEqualsThePackedRow) {
+  const int64_t in = 256, out = 24;
+  const std::vector<float> x = randn(static_cast<size_t>(3 * in), 31);
+  const Tensor X = up(x, 3 * in, 1);
+  const Tensor Xp = up(std::vector<float>(x.begin() + in, x.begin() + 2 * in), in, 1);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::F16, GgmlType::MXFP4}) {
+    std::vector<float> wdec;
+    const Tensor W = weight(type, randn(static_cast<size_t>(in * out), 32), in, out, &wdec);
+    for (dev::ActFormat act : {dev::ActFormat::F32, dev::ActFormat::Q8_1, dev::ActFormat::FP8_QDQ}) {
+      const Tensor Y = zeros(out + 16, 1), Yp = zeros(out, 1);
+      d_->matmul(s(), W, X.cols_view(in, 2 * in), Y.cols_view(5, 5 + out), act);
+      d_->matmul(s(), W, Xp, Yp, act);
+      const std::vector<float> y = get(Y), yp = get(Yp);
+      for (int64_t j = 0; j < out + 16; ++j) {
+        if (j < 5 || j >= 5 + out)
+          ASSERT_EQ(y[size_t(j)], 0.0f) << j;
+        else
+          ASSERT_EQ(std::memcmp(&y[size_t(j)], &yp[size_t(j - 5)], 4), 0) << ggml_type_name(uint32_t(type)) << " " << j;
+      }
+    }
+  }
+}
+
 TEST_P(Conformance, Matmul2EqualsTwoMatmuls) {
   std::vector<float> d0, d1;
   const Tensor W0 = weight(GgmlType::MXFP4, randn(256 * 40, 5), 256, 40, &d0);
