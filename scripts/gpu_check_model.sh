@@ -366,7 +366,7 @@ do_shapes() {
     (( n > MAX_LAYERS )) && n=$MAX_LAYERS; (( n < 1 )) && n=1
   fi
   sum "per layer: $(( bytes1 / 1048576 )) MiB, make-tiny ${s1} s; layers: $n (fit by free GPU memory ${free_mib:-?} MiB: $by_mem, by time left: $by_time, by disk: ${by_disk:-?}, max $MAX_LAYERS)"
-  if (( n > 1 )); then make_shape "$n" $(( left + 20 )) > /dev/null || return; fi
+  if (( n > 1 )); then make_shape "$n" $(( left + 20 > 60 ? left + 20 : 60 )) > /dev/null || return; fi
   local md="$LOGDIR/bench_shapes_$n.md"
   # shellcheck disable=SC2086  # SHAPE_BENCH_ARGS is a list of words
   if step "bench shapes ($n layers, $SHAPE_BACKEND)" "$bench_t" "$LOGDIR/bench_shapes_$n.log" bash -c '"$@" > "'"$md"'"' _ \
