@@ -38,7 +38,11 @@ say() { echo "gpu_check: $*"; }
 
 {
   echo "ds4-offload gpu check — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (dirty)')"
+  if [[ "${DS4_GPU_PREBUILT:-0}" == 1 && -s "${DS4_GPU_PREBUILT_COMMIT_FILE:-}" ]]; then
+    echo "commit: $(cat "$DS4_GPU_PREBUILT_COMMIT_FILE") (the bundle's; this checkout's git may be a stale copy)"
+  else
+    echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (dirty)')"
+  fi
 } > "$SUMMARY"
 
 # ---- 1. architecture ---------------------------------------------------------------------------
