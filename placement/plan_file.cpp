@@ -25,10 +25,16 @@ double sum(const std::vector<double>& v) {
 
 using nlohmann::json;
 
+// What an error says was found at key `k` of `o`: "nothing" when absent, else its JSON type
+// ("array", "string", "null", ...).
+std::string found_at(const json& o, const char* k) {
+  return o.is_object() && o.contains(k) ? std::string(o[k].type_name()) : std::string("nothing");
+}
+
 // Reads key `k` of object `o` as an integer; error names `where.k`, expected and found.
 Result<int64_t> get_int(const json& o, const std::string& where, const char* k) {
   if (!o.is_object() || !o.contains(k)) return Error{where + "." + k + ": expected an integer, found nothing"};
-  if (!o[k].is_number_integer()) return Error{where + "." + k + ": expected an integer, found " + o[k].dump()};
+  if (!o[k].is_number_integer()) return Error{where + "." + k + ": expected an integer, found " + o[k].dump().substr(0, 60)};
   return o[k].get<int64_t>();
 }
 
@@ -73,7 +79,8 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
   DS4_TRY(int64_t version, get_int(j, w, "version"));
   if (version != 1) return Error{w + ".version: expected 1, found " + std::to_string(version)};
   // Model shape first: a plan for another model is refused with the counts.
-  if (!j.contains("model") || !j["model"].is_object()) return Error{w + ": model: expected an object, found nothing"};
+  if (!j.contains("model") || !j["model"].is_object())
+    return Error{w + ": model: expected an object, found " + found_at(j, "model")};
   const json& m = j["model"];
   DS4_TRY(int64_t fl, get_int(m, w + ": model", "n_layers"));
   DS4_TRY(int64_t fe, get_int(m, w + ": model", "n_experts"));
@@ -112,7 +119,7 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
   f.top_k = top_k;
   f.routing = j.value("routing", std::string());
   if (!j.contains("prediction") || !j["prediction"].is_object())
-    return Error{w + ".prediction: expected an object, found nothing"};
+    return Error{w + ".prediction: expected an object, found " + found_at(j, "prediction")};
   const json& pr = j["prediction"];
   const std::string pw = w + ": prediction";
   DS4_TRY(f.predicted.vram, get_numbers(pr, pw, "vram_bytes_per_token", size_t(ranks)));

@@ -154,7 +154,7 @@ Result<void> choose_host_or_nvme(const CostModel& cm, Plan& plan, std::vector<st
   if (nvme_bytes > 0 && hw.nvme.empty()) {
     int64_t cap = 0;
     for (const auto& n : plan.nodes) cap += n.capacity;
-    return Error{"hardware profile '" + hw.name + "': routed experts need " + staging::format_bytes(uint64_t(nvme_bytes)) +
+    return Error{"hardware profile '" + hw.name.substr(0, 80) + "': routed experts need " + staging::format_bytes(uint64_t(nvme_bytes)) +
                  " more host memory than the " + staging::format_bytes(uint64_t(cap)) +
                  " available after host.reserved, and the profile lists no NVMe device to stream them from"};
   }
