@@ -92,10 +92,10 @@ struct Turn {
 
 Result<std::string> render_invoke(const ChatToolCall& c, size_t msg_index) {
   using namespace chat_tokens;
-  if (json_depth(c.arguments, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
-    return Error{"chat message " + std::to_string(msg_index) + ": tool call '" + c.name +
-                 "': arguments nest deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " +
-                 std::to_string(kMaxJsonRequestDepth) + ")"};
+  if (auto e = json_depth_error(c.arguments, kMaxJsonRequestDepth,
+                                "chat message " + std::to_string(msg_index) + ": tool call '" + c.name + "': arguments");
+      !e.empty())
+    return Error{e};
   OJson args;
   try {
     args = OJson::parse(c.arguments);
@@ -141,8 +141,8 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, const Cha
   }
   std::vector<std::string> schemas;
   for (size_t i = 0; i < opts.tools.size(); ++i) {
-    if (json_depth(opts.tools[i], kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
-      return Error{"tool " + std::to_string(i) + ": nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels"};
+    if (auto e = json_depth_error(opts.tools[i], kMaxJsonRequestDepth, "tool " + std::to_string(i)); !e.empty())
+      return Error{e};
     OJson t;
     try {
       t = OJson::parse(opts.tools[i]);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -102,14 +101,17 @@ bool parse_dsml_invoke(std::string_view s, ParsedToolCall& out) {
     if (str == "true") {
       args[key] = value;
     } else {
-      try {
-        // One level less than a request may nest: the value goes inside the call's arguments object,
-        // and a client sends that object back in the next turn.
-        if (json_depth(value, kMaxJsonRequestDepth - 1) > kMaxJsonRequestDepth - 1) throw std::runtime_error("nested too deep");
-        args[key] = nlohmann::ordered_json::parse(value);
-      } catch (const std::exception&) {
-        args[key] = value;  // not JSON although string="false": keep the text
+      // Not JSON although string="false" (or nested deeper than a request may hold, less the level
+      // of the arguments object a client sends back next turn): kept as text.
+      bool parsed = false;
+      if (json_depth(value, kMaxJsonRequestDepth - 1) <= kMaxJsonRequestDepth - 1) {
+        try {
+          args[key] = nlohmann::ordered_json::parse(value);
+          parsed = true;
+        } catch (const std::exception&) {
+        }
       }
+      if (!parsed) args[key] = value;
     }
   }
   out.name = std::move(name);

@@ -60,6 +60,21 @@ ApiError make_error(int status, std::string msg, std::string type, std::string c
   return e;
 }
 
+/// Parses a request body into `out`; a 400 `invalid_json` error when it nests deeper than
+/// kMaxJsonRequestDepth (checked first: the JSON library prints and compares recursively) or is
+/// malformed.
+std::optional<ApiError> parse_body(const std::string& body, Json& out) {
+  if (auto e = json_depth_error(body, kMaxJsonRequestDepth, "the request body"); !e.empty())
+    return make_error(400, e, "invalid_request_error", "invalid_json");
+  try {
+    out = Json::parse(body);
+  } catch (const std::exception& e) {
+    return make_error(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error",
+                      "invalid_json");
+  }
+  return std::nullopt;
+}
+
 struct State {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Scheduler> sched;
@@ -219,15 +234,8 @@ struct Prepared {
 
 std::optional<ApiError> prepare(State& st, const httplib::Request& http, bool chat, Prepared& p) {
   if (!valid_utf8(http.body)) return make_error(400, "the request body is not valid UTF-8", "invalid_request_error", "invalid_utf8");
-  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
-    return make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json");
   Json body;
-  try {
-    body = Json::parse(http.body);
-  } catch (const std::exception& e) {
-    return make_error(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error",
-                      "invalid_json");
-  }
+  if (auto e = parse_body(http.body, body)) return e;
   RequestLimits lim;
   lim.max_messages = st.opts.max_messages;
   auto err = chat ? parse_chat_request(body, lim, p.req) : parse_completion_request(body, lim, p.req);
@@ -516,14 +524,8 @@ std::string metrics_text(State& st) {
 
 void handle_tokenize(State& st, const httplib::Request& http, httplib::Response& res) {
   if (!valid_utf8(http.body)) return send_error(res, make_error(400, "the request body is not valid UTF-8", "invalid_request_error", "invalid_utf8"));
-  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
-    return send_error(res, make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json"));
   Json b;
-  try {
-    b = Json::parse(http.body);
-  } catch (const std::exception& e) {
-    return send_error(res, make_error(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error", "invalid_json"));
-  }
+  if (auto e = parse_body(http.body, b)) return send_error(res, *e);
   if (!b.is_object() || !b.contains("content") || !b["content"].is_string())
     return send_error(res, make_error(400, "'content': expected a string", "invalid_request_error"));
   for (auto it = b.begin(); it != b.end(); ++it)
@@ -539,14 +541,8 @@ void handle_tokenize(State& st, const httplib::Request& http, httplib::Response&
 }
 
 void handle_detokenize(State& st, const httplib::Request& http, httplib::Response& res) {
-  if (json_depth(http.body, kMaxJsonRequestDepth) > kMaxJsonRequestDepth)
-    return send_error(res, make_error(400, "the request body's JSON nests deeper than " + std::to_string(kMaxJsonRequestDepth) + " levels (expected at most " + std::to_string(kMaxJsonRequestDepth) + ")", "invalid_request_error", "invalid_json"));
   Json b;
-  try {
-    b = Json::parse(http.body);
-  } catch (const std::exception& e) {
-    return send_error(res, make_error(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error", "invalid_json"));
-  }
+  if (auto e = parse_body(http.body, b)) return send_error(res, *e);
   if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array())
     return send_error(res, make_error(400, "'tokens': expected an array of token ids", "invalid_request_error"));
   std::vector<int32_t> ids;
