@@ -12,9 +12,9 @@
 //   run's routing (placement::plan_bytes_for_routing) plus the non-expert bytes the CPU backend's
 //   run at the same tp read.
 // - Split staging (a --plan whose layers 1, 3, 4, 5 are Split: their Host experts computed by
-//   every rank from its row slices, h all-gathered), tp 2 and 4: tokens and every step's logits
-//   bits equal the CPU backend's; each rank's copy engine moved exactly its plan link bytes (1/R of
-//   every split expert, whole experts of the whole layers by their owner).
+//   every rank from its row slices, h all-gathered), tp 2 (Q8_1 activations) and 4 (F32): tokens
+//   and every step's logits bits equal the CPU backend's; each rank's copy engine moved exactly
+//   its plan link bytes (1/R of every split expert, whole experts of whole layers by their owner).
 // - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
 #include <gtest/gtest.h>
 
@@ -135,10 +135,10 @@ const std::vector<int32_t>& prompt() {
   return p;
 }
 
-GenRun generate(const std::string& backend, int tp, const std::string& plan) {
+GenRun generate(const std::string& backend, int tp, const std::string& plan, Activations act = Activations::F32) {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan);
+  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan, act);
   if (!m) return r;
   r.config = m->config();
   r.has_plan = m->expert_plan() != nullptr;
@@ -181,10 +181,10 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
 }
 
 /// The CPU backend's run at tp `tp` (the reference tokens, routing and non-expert bytes).
-const GenRun& cpu_run(int tp) {
-  static std::map<int, GenRun> runs;
-  if (!runs.count(tp)) runs.emplace(tp, generate("cpu", tp, ""));
-  return runs.at(tp);
+const GenRun& cpu_run(int tp, Activations act = Activations::F32) {
+  static std::map<std::pair<int, Activations>, GenRun> runs;
+  if (!runs.count({tp, act})) runs.emplace(std::make_pair(tp, act), generate("cpu", tp, "", act));
+  return runs.at({tp, act});
 }
 
 /// The decode steps' routing of `r` (positions kPrompt .. kPrompt + kGen - 2) as routes[l][t].
@@ -235,12 +235,13 @@ void check_resident(int tp) {
               double(r.tiers.device_resident) / (kGen - 1));
 }
 
-/// Runs tp `tp` with the staged plan (split staging in split_layer's layers when `split`); checks
-/// tokens, logits bits and bytes; returns the run (seed checks).
-GenRun check_staged(int tp, bool split = false) {
-  const GenRun& cpu = cpu_run(tp);
+/// Runs tp `tp` with the staged plan (split staging in split_layer's layers when `split`) and
+/// activations `act`; checks tokens, logits bits and bytes against the CPU backend's run at `act`;
+/// returns the run (seed checks).
+GenRun check_staged(int tp, bool split = false, Activations act = Activations::F32) {
+  const GenRun& cpu = cpu_run(tp, act);
   const std::string plan = plan_for(tp, split);
-  GenRun r = generate("cuda", tp, plan);
+  GenRun r = generate("cuda", tp, plan, act);
   EXPECT_TRUE(r.has_plan) << "expected the model to carry the --plan file";
   if (!r.has_plan) return r;
   EXPECT_EQ(r.tokens, cpu.tokens) << "tp " << tp;
@@ -306,8 +307,8 @@ GenRun check_staged(int tp, bool split = false) {
   EXPECT_EQ(sum.device_resident, r.tiers.device_resident);
   EXPECT_EQ(sum.staged, r.tiers.staged);
   EXPECT_EQ(sum.h2d_staged, r.tiers.h2d_staged);
-  std::printf("  tp %d staged%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
-              split ? " (split layers)" : "", r.seconds,
+  std::printf("  tp %d staged%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
+              split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", r.seconds,
               double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
   return r;
 }
@@ -327,9 +328,10 @@ TEST(CudaEmuTp, Tp2StagedExpertsGiveTheCpuTokensAndThePlansBytes) {
   check_staged(2);
 }
 
-TEST(CudaEmuTp, Tp2SplitStagingGivesTheCpuBitsAndThePlansBytes) {
+// tp 2 with Q8_1 activations (the h rows are quantized whole after the all-gather), tp 4 with F32.
+TEST(CudaEmuTp, Tp2SplitStagingQ8GivesTheCpuBitsAndThePlansBytes) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
-  check_staged(2, true);
+  check_staged(2, true, Activations::Q8);
 }
 
 TEST(CudaEmuTp, Tp4SplitStagingGivesTheCpuBitsAndThePlansBytes) {
