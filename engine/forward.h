@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -105,6 +106,11 @@ class Forward {
   /// Bytes of routed-expert weight matrices this Forward multiplied so far (each (expert, token
   /// block) launch counts gate + up + down once).
   uint64_t expert_weight_bytes() const { return expert_weight_bytes_; }
+  /// Bytes of routed-expert matrices this rank took from a staged home (the store's non-stable
+  /// experts: host or NVMe) so far: the whole experts it computes as their owner, and its rank
+  /// slices of the experts split over the ranks (split staging). A device with its own memory
+  /// copies exactly these over its link; the plan's link bytes for this rank.
+  uint64_t staged_expert_bytes() const { return staged_expert_bytes_; }
   /// Decode steps of one token (a batch of one row) run as graph regions (dev::Device::begin_graph,
   /// CUDA graphs; a backend without them ignores this) when `on` (default). The regions are the
   /// spans between the step's host waits: the embedding and layer 0 up to its router, then for
@@ -125,6 +131,17 @@ class Forward {
                          const dev::Tensor& out);
   Result<void> moe(int l, const dev::Tensor& x, const dev::Tensor& tok, std::span<const int32_t> tokens,
                    std::span<const Seg> segs, const dev::Tensor& out);
+  /// Split staging (engine/tensor_parallel.md, definition 3): the experts of one token block that
+  /// the store serves as rank slices (ExpertStore::rank_sliced), computed by every rank: its rows
+  /// of gate and up give its columns of h = swiglu(gate x, up x) * route weight for the experts'
+  /// slots; h is all-gathered (exact); its rows of down, from the full h, give its columns
+  /// [dim*r/R, dim*(r+1)/R) of each slot's row of `yb` [nb*K, dim] (zero-filled, before any
+  /// owner launch: the other rows' columns are written +0). Collective: every rank calls it for
+  /// every block (the experts and slots are the same on every rank). xb [nb, dim], rwb [nb, K],
+  /// `ids` the block's host ids [nb*K]. `after_binds` runs once, after the first binds. A store
+  /// error is returned after the all-gather (the other ranks' collectives still match).
+  Result<void> moe_split(int l, const dev::Tensor& xb, const dev::Tensor& rwb, std::span<const int32_t> ids,
+                         float limit, const dev::Tensor& yb, const std::function<void()>& after_binds);
   /// Indexer of layer l for segment `s`: top-k compressed block ids per token into sel [n_s, idx_topk].
   Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
                               const dev::Tensor& sel);
@@ -160,6 +177,7 @@ class Forward {
   const ModelWeights& w_;
   const DeviceWeights& dw_;
   uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
+  uint64_t staged_expert_bytes_ = 0;  // of those, bytes from staged homes (staged_expert_bytes)
   dev::Device& dev_;
   dev::Stream& s_;
   dev::ActFormat act_;
@@ -175,6 +193,11 @@ class Forward {
   std::vector<int32_t> tok_host_, pos_host_, step_experts_, block_experts_;
   std::vector<dev::ExpertTensors> bound_experts_;  // moe: one batch of bound experts
   std::vector<Prefetched> prefetched_;             // [hash layer] bound at the step's start
+  std::vector<int32_t> split_experts_;             // moe_split: the block's split experts, ascending
+  size_t split_block_ = 0;                         // moe_split: token blocks of this moe call
+  std::vector<std::vector<int32_t>> split_host_;   // moe_split: [block] slot / token / inverse index
+                                                   // uploads (kept until the next moe: the stream
+                                                   // is synchronized by then)
   std::vector<float> logits_host_;
 };
 

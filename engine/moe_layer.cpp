@@ -2,11 +2,14 @@
 // Expert; ../shared/reference/dsv4-architecture.md §2.5) over a batch. Routed experts come from
 // the staging::ExpertStore. Combine order: for each token, routed expert outputs are added in
 // ascending expert id order in FP32, then the shared expert's output (DESIGN.md numerics).
-// Tensor parallel: routed experts by owner rank, shared expert replicated (tensor_parallel.h).
+// Tensor parallel: routed experts by owner rank, shared expert replicated (tensor_parallel.h);
+// in a plan's Split layers the staged experts are computed by every rank, each its row slices
+// (moe_split, split staging: engine/tensor_parallel.md).
 // Staged-expert pipeline (issue 20 item 2): the step's experts are bound (staged copies queued on
 // the device's copy stream) before the shared expert and the routed launches are queued; the
 // hash-routed layers' staged experts are bound at the step's start (prefetch_hash_layers).
 #include <algorithm>
+#include <array>
 
 #include "engine/forward.h"
 
@@ -73,6 +76,10 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
   if (auto b = w_.experts->begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
     failed = b.error();
+  // Experts split over the ranks are computed by moe_split on every rank, not by their owner.
+  if (shard_.ranks > 1)
+    std::erase_if(step_experts, [&](int32_t e) { return w_.experts->rank_sliced(l, e); });
+  split_block_ = 0;
   // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF) into its own buffers: queued
   // on the compute stream right after the first batch of routed binds, so the staged copies run
   // on the copy stream behind it; added to `out` after the routed sum (the single-device order).
@@ -101,6 +108,13 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
     const dev::Tensor Yb = Y.rows_view(0, nb * K), idb = ids.rows_view(t0, t1);
     if (comm_) dev_.fill(s_, Yb, 0.0f);
+    if (shard_.ranks > 1)  // split staging first: it writes +0 into the other slots' columns
+      if (Result<void> sr = moe_split(l, x.rows_view(t0, t1), rw.rows_view(t0, t1),
+                                      std::span<const int32_t>(ids_host_).subspan(static_cast<size_t>(t0 * K),
+                                                                                 static_cast<size_t>(nb * K)),
+                                      limit, Yb, queue_shared);
+          !sr && failed.ok())
+        failed = sr.error();
     std::vector<int32_t>& used = block_experts_;  // this block's experts, ascending
     used.clear();
     for (int e : step_experts) {
@@ -121,6 +135,7 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
           if (it != pf.experts.end()) {
             bound.push_back(*it);
             expert_weight_bytes_ += pf.bytes[size_t(it - pf.experts.begin())];
+            staged_expert_bytes_ += pf.bytes[size_t(it - pf.experts.begin())];  // never stable
             ++next;
             continue;
           }
@@ -147,9 +162,11 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
         bound.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
         if (!stable) dev_.set_bind_mode(dev::BindMode::Persistent);
         if (staged) staged_binds += 3;
-        expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
-                                static_cast<uint64_t>(wu->out) * wu->row_bytes +
-                                static_cast<uint64_t>(wd->out) * wd->row_bytes;
+        const uint64_t eb = static_cast<uint64_t>(wg->out) * wg->row_bytes +
+                            static_cast<uint64_t>(wu->out) * wu->row_bytes +
+                            static_cast<uint64_t>(wd->out) * wd->row_bytes;
+        expert_weight_bytes_ += eb;
+        if (!stable) staged_expert_bytes_ += eb;
         if (!ahead) break;
       }
       queue_shared();  // once, behind the first batch's copies
@@ -173,6 +190,116 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   return ok();
 }
 
+Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor& rwb, std::span<const int32_t> ids,
+                                float limit, const dev::Tensor& yb, const std::function<void()>& after_binds) {
+  const int R = shard_.ranks, r = shard_.rank;
+  const int64_t nb = xb.ne1, K = c_.n_expert_used, dim = c_.dim, P = nb * K;
+  const int64_t ff = c_.expert_ff, ffr = ff / R, dr = dim / R;
+  std::vector<int32_t>& es = split_experts_;
+  es.clear();
+  for (int32_t e : ids)
+    if (w_.experts->rank_sliced(l, e)) es.push_back(e);
+  if (es.empty()) return ok();  // the same on every rank: the store and the ids are replicated
+  std::sort(es.begin(), es.end());
+  es.erase(std::unique(es.begin(), es.end()), es.end());
+  const Workspace::Mark mk = ws_.mark();
+  // Host index lists, uploaded as one I32 row: inv[p] for every slot p = t*K + k of the block (the
+  // slot's index below, -1 for the slots of other experts), then the split experts' slots in
+  // ascending (expert, p) order (moe_experts' order), then each of those slots' token t.
+  if (split_host_.size() <= split_block_) split_host_.resize(split_block_ + 1);
+  std::vector<int32_t>& h = split_host_[split_block_++];
+  h.assign(static_cast<size_t>(P), -1);
+  std::vector<int64_t> first(es.size() + 1);  // expert i's slots: [first[i], first[i + 1])
+  for (size_t i = 0; i < es.size(); ++i) {
+    first[i] = static_cast<int64_t>(h.size()) - P;
+    for (int64_t p = 0; p < P; ++p)
+      if (ids[static_cast<size_t>(p)] == es[i]) {
+        h[static_cast<size_t>(p)] = static_cast<int32_t>(static_cast<int64_t>(h.size()) - P);
+        h.push_back(static_cast<int32_t>(p));
+      }
+  }
+  const int64_t S = static_cast<int64_t>(h.size()) - P;
+  first[es.size()] = S;
+  for (int64_t i = 0; i < S; ++i) h.push_back(static_cast<int32_t>(h[static_cast<size_t>(P + i)] / K));
+  const dev::Tensor idx = ws_.i32(P + 2 * S, 1);
+  dev_.upload(s_, idx, h.data(), h.size() * 4);
+  const dev::Tensor inv = idx.cols_view(0, P), slots = idx.cols_view(P, P + S), toks = idx.cols_view(P + S, P + 2 * S);
+  const dev::Tensor xs = ws_.f32(dim, S), ws = ws_.f32(1, S), G = ws_.f32(ffr, S), U = ws_.f32(ffr, S);
+  const dev::Tensor recv = ws_.f32(ffr, R * S), H = ws_.f32(ff, S), Z = ws_.f32(dr, S);
+
+  // This rank's row slices of the three projections of every split expert (each get counted by
+  // the store once), then the binds: staged copies queued on the copy stream, each launch waiting
+  // for its own copies (as the owner path). Phase 1 binds gate and up (and down when the ring
+  // holds all of them), phase 2 binds down after the all-gather otherwise.
+  Result<void> failed = ok();
+  std::vector<std::array<dev::WeightMatrix, 3>> m(es.size());
+  uint64_t largest = 0;
+  for (size_t i = 0; i < es.size() && failed.ok(); ++i)
+    for (int p = 0; p < 3 && failed.ok(); ++p) {
+      Result<dev::WeightMatrix> w = w_.experts->get_rank_slice(l, es[i], static_cast<staging::ExpertProj>(p), r);
+      if (!w.ok()) {
+        failed = w.error();
+        break;
+      }
+      DS4_CHECK(w->out == (p == 2 ? dr : ffr));
+      m[i][static_cast<size_t>(p)] = *w;
+      largest = std::max(largest, static_cast<uint64_t>(w->out) * w->row_bytes);
+    }
+  const int ring = failed.ok() && dev_.owns_memory() ? dev_.reserve_staged_binds(largest) : 0;
+  const bool early_down = ring == 0 || 3 * es.size() <= static_cast<size_t>(ring);
+  auto bind = [&](const dev::WeightMatrix& w) {
+    const uint64_t b = static_cast<uint64_t>(w.out) * w.row_bytes;
+    expert_weight_bytes_ += b;
+    staged_expert_bytes_ += b;
+    dev_.set_bind_mode(dev::BindMode::Staged);
+    const dev::Tensor t = dev_.bind(w);
+    dev_.set_bind_mode(dev::BindMode::Persistent);
+    return t;
+  };
+  std::vector<dev::ExpertTensors> t(es.size());
+  if (failed.ok()) {
+    const size_t per_batch = ring == 0 ? es.size() : std::max<size_t>(1, static_cast<size_t>(ring) / (early_down ? 3 : 2));
+    for (size_t next = 0; next < es.size();) {
+      const size_t end = std::min(es.size(), next + per_batch);
+      for (size_t i = next; i < end; ++i) {
+        t[i].id = es[i];
+        t[i].gate = bind(m[i][0]);
+        t[i].up = bind(m[i][1]);
+        if (early_down) t[i].down = bind(m[i][2]);
+      }
+      if (next == 0) {
+        after_binds();  // the shared expert, behind the first copies
+        dev_.embed_rows(s_, xb, toks, 0, nb, xs);                    // x rows of the slots (exact)
+        dev_.embed_rows(s_, rwb.reshaped(1, P), slots, 0, P, ws);   // their routing weights
+      }
+      for (size_t i = next; i < end; ++i) {
+        const int64_t a = first[i], b = first[i + 1];
+        dev_.matmul2(s_, t[i].gate, G.rows_view(a, b), t[i].up, U.rows_view(a, b), xs.rows_view(a, b), act_);
+        dev_.swiglu(s_, G.rows_view(a, b), U.rows_view(a, b), limit, ws.rows_view(a, b));
+      }
+      next = end;
+    }
+  }
+  // h = the ranks' column blocks of G side by side: exact (a gather, no sums).
+  DS4_TRY_VOID(dev_.all_gather(s_, *comm_, G, recv));
+  if (failed.ok()) {
+    for (int q = 0; q < R; ++q) dev_.copy(s_, recv.rows_view(q * S, (q + 1) * S), H.cols_view(q * ffr, (q + 1) * ffr));
+    const size_t per_batch = early_down ? es.size() : static_cast<size_t>(ring);
+    for (size_t next = 0; next < es.size();) {
+      const size_t end = std::min(es.size(), next + per_batch);
+      for (size_t i = next; i < end; ++i) {
+        if (!early_down) t[i].down = bind(m[i][2]);
+        dev_.matmul(s_, t[i].down, H.rows_view(first[i], first[i + 1]), Z.rows_view(first[i], first[i + 1]), act_);
+      }
+      next = end;
+    }
+    // Each split slot's row gets this rank's columns of its expert's output; other rows +0 there.
+    dev_.embed_rows(s_, Z, inv, 0, S, yb.cols_view(r * dr, (r + 1) * dr));
+  }
+  ws_.release(mk);
+  return failed;
+}
+
 void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
   for (Prefetched& p : prefetched_) {
     p.experts.clear();
@@ -193,6 +320,9 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
       for (int64_t k = 0; k < K; ++k) {
         const int32_t e = table[static_cast<int64_t>(t) * K + k];
         if (e < 0 || e >= E) return;  // moe() reports the bad entry
+        // A split expert: moe_split binds its rank slices; this layer and the later ones are
+        // not prefetched (their binds would share the staging ring with moe_split's).
+        if (shard_.ranks > 1 && w_.experts->rank_sliced(l, e)) return;
         if (shard_.owns_expert(l, e) && !w_.experts->stable(l, e)) es.push_back(e);
       }
     std::sort(es.begin(), es.end());

@@ -70,11 +70,13 @@ Result<placement::PlanFile> read_plan(const std::string& path, const ModelOption
 }
 
 /// The expert store's placement (and, tp > 1, the owners) of plan `pf`; `f` names the plan in
-/// errors (the --plan file, or the plan made at load). `device_stages`: the backend copies every
-/// host-homed expert at use itself (CUDA: dev::BindMode::Staged), so the store serves Host experts
-/// from their slabs (StoreOptions::host_direct) and rank threads may share it at tp > 1.
+/// errors (the --plan file, or the plan made at load). `host_direct`: the store serves Host experts
+/// from their slabs (StoreOptions::host_direct: the CUDA backend copies every host-homed expert at
+/// use itself, dev::BindMode::Staged; the CPU backend at tp > 1 reads them in place), so rank
+/// threads may share it at tp > 1. At tp = the plan's ranks > 1, the plan's Split layers are
+/// marked (MixedPlacement::split): their Host experts are computed split over the ranks.
 Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const placement::PlanFile& pf,
-                             bool device_stages) {
+                             bool host_direct) {
   const placement::Plan& p = pf.plan;
   if (p.ranks != 0 && p.ranks != o.tp)
     return Error{f + ": the plan places experts on " + std::to_string(p.ranks) + " GPU ranks; expected --tp " +
@@ -109,10 +111,10 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
   if (nvme && o.tp != 1)
     return Error{f + ": the plan reads experts from NVMe, which needs --tp 1 (the NVMe tier is not yet shared "
                  "between rank threads), found --tp " + std::to_string(o.tp)};
-  if (host && !device_stages && o.tp != 1)
-    return Error{f + ": the plan stages experts from host memory, which needs --backend cuda or --tp 1 (the CPU "
-                 "backend's staging cache is not shared between rank threads), found --tp " + std::to_string(o.tp)};
+  // Host experts at tp > 1 need a store the rank threads share (no staging cache).
+  DS4_CHECK(!host || host_direct || o.tp == 1);
   if (p.ranks == o.tp && o.tp > 1) {
+    for (int l = 0; l < p.n_layers; ++l) mp.split.push_back(p.mode[size_t(l)] == placement::StageMode::Split);
     if (!o.expert_placement.empty())
       return Error{f + ": the plan sets the expert owners; expected no separate expert placement map"};
     ExpertPlacement owners(size_t(p.n_layers));
@@ -225,15 +227,19 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   }
   if (m->plan_) {
     const std::string label = opts.expert_plan.empty() ? std::string("the plan made at load") : opts.expert_plan;
-    DS4_TRY(PlanSetup ps, plan_setup(label, opts, *m->plan_, cuda));
+    // CUDA: the device's staging ring copies each host-homed expert at use; no second copy. The
+    // CPU at tp > 1: the rank threads read host experts in place (a shared store; no cache).
+    const bool host_direct = cuda || opts.tp > 1;
+    DS4_TRY(PlanSetup ps, plan_setup(label, opts, *m->plan_, host_direct));
     if (!ps.owners.empty()) m->opts_.expert_placement = std::move(ps.owners);
     staging::StoreOptions so;
     // Staging slots: one step of one layer (top_k). The planner budgets 2 layers x top_k on the
     // GPU (a double buffer); layers run one after another here, and step-scoped slots move the
     // same bytes either way (no reuse across tokens, as the plan assumes).
     so.cache_slots_per_layer = m->config_.n_expert_used;
-    // CUDA: the device's staging ring copies each host-homed expert at use; no second copy.
-    so.host_direct = cuda;
+    so.host_direct = host_direct;
+    // Split staging: the Host experts of the plan's Split layers in tp rank slices.
+    so.ranks = std::count(ps.placement.split.begin(), ps.placement.split.end(), true) > 0 ? opts.tp : 1;
     if (m->file_.has_in_memory_tensors())
       for (const auto& layer : ps.placement.home)
         for (staging::ExpertHome h : layer)
@@ -337,7 +343,10 @@ Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity) : model
 WeightTraffic Dsv4Session::weight_traffic() const {
   WeightTraffic t;
   for (int r = 0; r < model_->tp(); ++r) t.total += model_->device(r).weight_bytes_read();
-  for (const auto& f : forwards_) t.routed_experts += f->expert_weight_bytes();
+  for (const auto& f : forwards_) {
+    t.routed_experts += f->expert_weight_bytes();
+    t.staged_by_rank.push_back(f->staged_expert_bytes());
+  }
   return t;
 }
 

@@ -160,6 +160,10 @@ struct SessionOptions {
 struct WeightTraffic {
   uint64_t total = 0;           // all weights, all ranks' devices (shared by the model's sessions)
   uint64_t routed_experts = 0;  // routed-expert matrices this session multiplied, all ranks
+  /// [rank] of routed_experts, the bytes from staged homes (host or NVMe experts: whole ones by
+  /// their owner, rank slices in a plan's Split layers; Forward::staged_expert_bytes): the plan's
+  /// link bytes of each rank (placement::plan_bytes_for_routing). Empty where not counted.
+  std::vector<uint64_t> staged_by_rank;
 };
 
 /// One sequence. Not thread-safe; one Session per concurrent sequence.

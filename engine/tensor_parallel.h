@@ -23,12 +23,16 @@
 //    an ordinary matmul over the o_lora_rank columns of group s (the device's fixed dot order).
 // 2. indexer score of block j: ((Q_0 + Q_1) + ...) + Q_{S-1}, where Q_s = sum over the heads h of
 //    shard s in ascending h, from 0, of w[h] * relu(q_h . k_j); top-k on that sum.
-// 3. routed experts: each routed expert's output y_e is computed whole by its owner; a token's
-//    MoE output is ((0 + y_{e1}) + y_{e2}) + ... over its selected experts in ascending expert id
-//    (the single-device order), then + the shared expert. Per-(token, slot) outputs are
-//    all-reduced (exactly one rank contributes a non-zero value per element, so the sum is exact
-//    in any order); the ordered combine then runs on every rank. Any placement map gives the same
-//    bits.
+// 3. routed experts: each routed expert's output y_e is the single-device value with every
+//    element computed by one rank: whole by its owner, or (split staging: a plan's Split layer's
+//    staged experts, engine/tensor_parallel.md) rank r computes its rows [ff*r/R, ff*(r+1)/R) of
+//    gate and up, i.e. those columns of h = swiglu(gate x, up x) * weight, h is all-gathered
+//    (exact), and rank r computes columns [dim*r/R, dim*(r+1)/R) of y_e from the full h with its
+//    rows of down. A token's MoE output is ((0 + y_{e1}) + y_{e2}) + ... over its selected experts
+//    in ascending expert id (the single-device order), then + the shared expert. Per-(token, slot)
+//    outputs are all-reduced (exactly one rank contributes a non-zero value per element, so the sum
+//    is exact in any order); the ordered combine then runs on every rank. Any placement map and
+//    any split give the same bits.
 // Everything else is either replicated (identical bits on every rank) or column-parallel (each
 // output element computed whole by one rank) and exchanged exactly (gather / one-owner sum).
 // Rank r of R holds canonical shards [r*S/R, (r+1)*S/R); the S shard partials of (1) and (2) are

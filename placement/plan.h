@@ -20,8 +20,12 @@ const char* tier_name(Tier t);
 
 /// How a staged expert reaches the GPUs in one layer.
 enum class StageMode : uint8_t {
-  Split,  ///< each of R ranks fetches 1/R of the FFN width (rank-sliced, from its own node); the
-          ///< MoE all-reduce sums the partial outputs
+  Split,  ///< every rank computes each staged expert it is routed: rank r of R fetches rows
+          ///< [ff*r/R, ff*(r+1)/R) of gate and up and [dim*r/R, dim*(r+1)/R) of down (1/R of the
+          ///< bytes, from its own node), computes its columns of h = swiglu(gate x, up x), the
+          ///< ranks all-gather h (exact), and rank r computes its columns of the expert's output
+          ///< from the full h; the MoE exchange completes each output row with one contributor
+          ///< per element (no partial sums: bit-identical to one GPU; engine/tensor_parallel.md)
   Whole,  ///< the owner GPU fetches the whole expert and computes it alone
 };
 

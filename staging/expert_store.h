@@ -57,6 +57,10 @@ class ExpertStore {
       return Error{"expert store: rank slice " + std::to_string(rank) + " requested, store has 1 rank"};
     return get(layer, expert, proj);
   }
+  /// True when the engine computes (layer, expert) split over the tensor-parallel ranks (the split
+  /// staging of a placement plan's Split layer, engine/tensor_parallel.md): every rank binds its
+  /// get_rank_slice of each projection instead of the whole get(). Default: false (whole experts).
+  virtual bool rank_sliced(int layer, int expert) const { return false; }
   /// Announces the experts one step of `layer` needs (router output, or the hash table of layers
   /// 0-2): a caching store reserves them so that loading one never evicts another, and may start
   /// loading. Default: nothing. `end_step(layer)` releases the reservation.
@@ -127,6 +131,10 @@ struct MixedPlacement {
   std::vector<std::vector<int>> node;         ///< [layer][expert] host node index (Host, Cpu); else ignored
   std::vector<std::vector<bool>> pinned;      ///< [layer][expert] Host: page-lock its slab
   std::vector<int> node_numa_id;              ///< [node index] NUMA node to bind slabs to; -1 unbound
+  /// [layer] the plan's Split staging mode (empty: no split layer). With StoreOptions::ranks = R > 1
+  /// and StoreOptions::host_direct, the Host experts of a split layer are served as R rank slices
+  /// (ExpertStore::rank_sliced, get_rank_slice); everything else as in a whole layer.
+  std::vector<bool> split;
 };
 
 /// Builds a store whose experts live where `p` says (see ExpertHome). Staged experts (Host, Nvme)
@@ -137,8 +145,12 @@ struct MixedPlacement {
 /// stores without Nvme/NvmeCpu experts, and without Host experts unless StoreOptions::host_direct
 /// (get() then returns the Host expert's slab, counted in bytes_host_to_device per projection),
 /// may be shared by rank threads; others may not.
-/// Errors: shape mismatch (naming layer and counts), a node index outside node_numa_id, and the
-/// errors of make_expert_store.
+/// Split layers (MixedPlacement::split, StoreOptions::ranks = R > 1, host_direct): a Host expert's
+/// get_rank_slice(l, e, proj, r) is rows [out*r/R, out*(r+1)/R) of the projection in its slab (a
+/// contiguous view; the slab keeps the unsplit layout), counted in bytes_host_to_device.
+/// Errors: shape mismatch (naming layer and counts), a node index outside node_numa_id, a split
+/// layer whose expert rows (gate/up: ff, down: dim) are not multiples of R, and the errors of
+/// make_expert_store.
 Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,
                                                              const StoreOptions& opts);
 

@@ -58,12 +58,33 @@ class MixedExpertStore final : public ExpertStore {
     return host_direct_ && p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
   }
 
+  /// A Host expert (served from its slab) of a split layer, in a store of R > 1 rank slices.
+  bool rank_sliced(int layer, int expert) const override {
+    if (ranks_ < 2 || !host_direct_ || layer < 0 || layer >= int(p_.split.size()) || !p_.split[size_t(layer)])
+      return false;
+    if (expert < 0 || expert >= int(p_.home[size_t(layer)].size())) return false;
+    return p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
+  }
+
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
     const int NL = L_.n_layer(), NE = L_.n_expert();
     if (int(p_.home.size()) != NL || int(p_.node.size()) != NL || int(p_.pinned.size()) != NL)
       return Error{"plan-driven expert store: expected placements for " + std::to_string(NL) + " layers, found " +
                    std::to_string(p_.home.size())};
     const int n_nodes = int(p_.node_numa_id.size());
+    if (!p_.split.empty() && int(p_.split.size()) != NL)
+      return Error{"plan-driven expert store: expected split modes for " + std::to_string(NL) + " layers, found " +
+                   std::to_string(p_.split.size())};
+    if (o.ranks < 1) return Error{"plan-driven expert store: ranks: expected >= 1, found " + std::to_string(o.ranks)};
+    ranks_ = o.ranks;
+    for (int l = 0; l < int(p_.split.size()) && ranks_ > 1; ++l) {
+      if (!p_.split[size_t(l)]) continue;
+      const int64_t ff = L_.tensor(l, ExpertProj::Gate).out, dim = L_.tensor(l, ExpertProj::Down).out;
+      if (ff % ranks_ != 0 || dim % ranks_ != 0)
+        return Error{"plan-driven expert store: layer " + std::to_string(l) + " is split over " + std::to_string(ranks_) +
+                     " ranks: expected the expert's rows (gate/up " + std::to_string(ff) + ", down " +
+                     std::to_string(dim) + ") to be multiples of " + std::to_string(ranks_)};
+    }
     cpu_by_node_ = std::vector<Counter>(size_t(std::max(n_nodes, 1)));
     slab_of_.assign(size_t(NL), std::vector<const uint8_t*>(size_t(NE), nullptr));
     bool staged = false, nvme = false;
@@ -200,6 +221,24 @@ class MixedExpertStore final : public ExpertStore {
 
   int expert_count() const override { return L_.n_expert(); }
 
+  Result<dev::WeightMatrix> get_rank_slice(int layer, int expert, ExpertProj proj, int rank) override {
+    if (!rank_sliced(layer, expert)) {
+      if (rank == 0 && ranks_ == 1) return get(layer, expert, proj);
+      return Error{"expert store: layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
+                   ": rank slice " + std::to_string(rank) + " requested, the expert is not split over ranks"};
+    }
+    if (rank < 0 || rank >= ranks_)
+      return Error{"expert store: rank " + std::to_string(rank) + " out of range [0, " + std::to_string(ranks_) + ")"};
+    // Rows [out*r/R, out*(r+1)/R) of the projection in the expert's slab: contiguous rows.
+    dev::WeightMatrix w = L_.matrix(slab_of_[size_t(layer)][size_t(expert)], layer, proj, 0);
+    const int64_t r0 = w.out * rank / ranks_, r1 = w.out * (rank + 1) / ranks_;
+    w.data += static_cast<uint64_t>(r0) * w.row_bytes;
+    w.out = r1 - r0;
+    w.source_persists = true;
+    host_to_device_.add(static_cast<uint64_t>(w.out) * w.row_bytes);  // the device copies it at use
+    return w;
+  }
+
   Result<void> begin_step(int layer, std::span<const int> experts) override {
     if (layer < 0 || layer >= L_.n_layer())
       return Error{"expert store: begin_step layer " + std::to_string(layer) + " out of range"};
@@ -281,6 +320,7 @@ class MixedExpertStore final : public ExpertStore {
   std::unique_ptr<NvmeReader> reader_;
   std::unique_ptr<ExpertCache> cache_;
   bool host_direct_ = false;                         // StoreOptions::host_direct
+  int ranks_ = 1;                                    // StoreOptions::ranks: rank slices of split layers
   std::vector<uint64_t> step_;                       // [layer] steps begun (staged/scratch validity)
   std::vector<uint8_t> scratch_;                     // NvmeCpu host buffer
   int scratch_layer_ = -1, scratch_expert_ = -1;

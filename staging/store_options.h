@@ -11,7 +11,9 @@
 namespace ds4::staging {
 
 struct StoreOptions {
-  int ranks = 1;                          // rank slices per slab (rows split by output row)
+  int ranks = 1;                          // rank slices per slab (rows split by output row); the
+                                          // plan-driven store: R of a plan's Split layers (the
+                                          // slabs keep the unsplit layout, slices are row views)
   uint64_t slab_align = 4096;             // slab size multiple (bytes)
   bool pin = true;                        // host tier: pin slabs where the limits allow
   uint64_t max_pin_chunk = kMaxPinChunk;  // largest single registration

@@ -274,14 +274,23 @@ void drive(std::unique_lock<std::mutex>& lk, const std::function<bool()>& pred) 
   State& s = st();
   const auto limit = std::chrono::seconds(env_size("DS4_CUDA_EMU_DEADLOCK_S", 60));
   auto idle_since = std::chrono::steady_clock::now();
+  uint64_t seen = s.steps;  // work run by any host thread counts as progress (README: "no runnable work")
   while (!pred()) {
     if (step(s)) {
       idle_since = std::chrono::steady_clock::now();
+      seen = s.steps;
       continue;
     }
     set_access(s, false);
     if (pred()) break;
     s.cv.wait_for(lk, std::chrono::milliseconds(20));
+    // Another host thread may have held the lock and run stream work for a long time (its own
+    // wait); that is progress, not a deadlock, even when this thread stepped nothing meanwhile.
+    if (s.steps != seen) {
+      seen = s.steps;
+      idle_since = std::chrono::steady_clock::now();
+      continue;
+    }
     if (std::chrono::steady_clock::now() - idle_since > limit) report_deadlock(s);
   }
   set_access(s, false);

@@ -591,6 +591,26 @@ TEST_F(CudaEmu, BarrierDeadlockIsReported) {
       "barrier deadlock");
 }
 
+// A host wait whose stream can never run (a collective the other rank never posts) is a deadlock:
+// reported after DS4_CUDA_EMU_DEADLOCK_S with no stream work run by any host thread.
+TEST_F(CudaEmu, HostWaitDeadlockIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        setenv("DS4_CUDA_EMU_DEADLOCK_S", "1", 1);
+        ds4::emu::set_device_count(2);
+        std::vector<ncclComm_t> comms(2);
+        ncclCommInitAll(comms.data(), 2, nullptr);
+        cudaSetDevice(0);
+        float* d = dev_alloc<float>(4);
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comms[0], s);
+        cudaStreamSynchronize(s);
+      },
+      "no stream work can run and the host waits for it \\(deadlock\\)");
+}
+
 // ---- in-process NCCL ------------------------------------------------------------------------------------
 TEST_F(CudaEmu, NcclCollectivesOverEmulatedDevices) {
   const int R = 3;

@@ -1,8 +1,9 @@
 // tests/cuda_engine/emu_plan.h — the plan files the emulated-CUDA engine tests load a model by
 // (--plan): one routed expert's bytes per layer from the GGUF header, and a plan written in
 // placement/plan_report.h's format whose tiers cycle V (VRAM), H (pinned host), P (pageable host)
-// over (layer + expert), with the owner rank each expert gets from a callback. Shared by
-// cuda_emu_bench_test (tp 1) and cuda_emu_tp_test (tp 2 and 4).
+// over (layer + expert), with the owner rank each expert gets from a callback and optionally split
+// layers. Shared by cuda_emu_bench_test (tp 1), cuda_emu_tp_test (tp 2 and 4) and tp_golden_test
+// (CPU ranks).
 #pragma once
 
 #include <cstdint>
@@ -41,14 +42,15 @@ inline std::vector<int64_t> expert_bytes_from_header(const std::string& path, in
 inline char tier_of(int l, int e) { return "VHP"[(l + e) % 3]; }
 
 /// Writes a plan for `ranks` GPUs (one host node) with tier_of's tiers, owner(l, e) as each
-/// expert's rank, whole-expert staging, into test::scratch_dir(`scratch`)/plan.json; returns the
-/// path. The prediction fields are zeros (the tests compute the bookkeeping themselves), or, when
+/// expert's rank, whole-expert staging (split staging in the layers where `split(l)` is true, when
+/// given), into test::scratch_dir(`scratch`)/plan.json; returns the path. The prediction fields are zeros (the tests compute the bookkeeping themselves), or, when
 /// `prediction` is given, its vram / link per rank, cpu total and nvme bytes per token and
 /// `decode_tok_s` (what bench prints beside its measurement).
 inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& expert_bytes, int ranks,
                               const std::function<int(int, int)>& owner, const std::string& scratch,
                               const std::vector<double>* vram = nullptr, const std::vector<double>* link = nullptr,
-                              double cpu = 0, double nvme = 0, double decode_tok_s = 0) {
+                              double cpu = 0, double nvme = 0, double decode_tok_s = 0,
+                              const std::function<bool(int)>& split = {}) {
   using nlohmann::json;
   const std::vector<double> zeros(size_t(ranks), 0.0);
   json j{{"format", "ds4-placement-plan"}, {"version", 1}, {"policy", "test"}, {"ranks", ranks},
@@ -65,7 +67,7 @@ inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& 
       tiers += tier_of(l, e);
       owners.push_back(owner(l, e));
     }
-    j["layers"].push_back({{"layer", l}, {"mode", "whole"}, {"expert_bytes", expert_bytes[size_t(l)]}, {"tier", tiers},
+    j["layers"].push_back({{"layer", l}, {"mode", split && split(l) ? "split" : "whole"}, {"expert_bytes", expert_bytes[size_t(l)]}, {"tier", tiers},
                            {"owner", owners}, {"node", std::vector<int>(size_t(c.n_expert), 0)}});
   }
   const std::string path = (test::scratch_dir(scratch) / "plan.json").string();

@@ -11,6 +11,10 @@
 //   summed over ranks, and each rank's device counters) equal the plan's bookkeeping for the CPU
 //   run's routing (placement::plan_bytes_for_routing) plus the non-expert bytes the CPU backend's
 //   run at the same tp read.
+// - Split staging (a --plan whose layers 1, 3, 4, 5 are Split: their Host experts computed by
+//   every rank from its row slices, h all-gathered), tp 2 (Q8_1 activations) and 4 (F32): tokens
+//   and every step's logits bits equal the CPU backend's; each rank's copy engine moved exactly
+//   its plan link bytes (1/R of every split expert, whole experts of whole layers by their owner).
 // - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
 #include <gtest/gtest.h>
 
@@ -131,10 +135,10 @@ const std::vector<int32_t>& prompt() {
   return p;
 }
 
-GenRun generate(const std::string& backend, int tp, const std::string& plan) {
+GenRun generate(const std::string& backend, int tp, const std::string& plan, Activations act = Activations::F32) {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan);
+  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan, act);
   if (!m) return r;
   r.config = m->config();
   r.has_plan = m->expert_plan() != nullptr;
@@ -168,17 +172,19 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan) {
     r.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
                d1.h2d_staged - d0.h2d_staged};
     const WeightTraffic w1 = s.weight_traffic();
-    r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts};
+    r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts, {}};
+    for (size_t k = 0; k < w1.staged_by_rank.size() && k < w0.staged_by_rank.size(); ++k)
+      r.traffic.staged_by_rank.push_back(w1.staged_by_rank[k] - w0.staged_by_rank[k]);
   }
   r.seconds = secs_since(t0);
   return r;
 }
 
 /// The CPU backend's run at tp `tp` (the reference tokens, routing and non-expert bytes).
-const GenRun& cpu_run(int tp) {
-  static std::map<int, GenRun> runs;
-  if (!runs.count(tp)) runs.emplace(tp, generate("cpu", tp, ""));
-  return runs.at(tp);
+const GenRun& cpu_run(int tp, Activations act = Activations::F32) {
+  static std::map<std::pair<int, Activations>, GenRun> runs;
+  if (!runs.count({tp, act})) runs.emplace(std::make_pair(tp, act), generate("cpu", tp, "", act));
+  return runs.at({tp, act});
 }
 
 /// The decode steps' routing of `r` (positions kPrompt .. kPrompt + kGen - 2) as routes[l][t].
@@ -194,7 +200,11 @@ std::vector<std::vector<std::vector<int32_t>>> decode_routes(const GenRun& r) {
 /// Experts owned by rank (l + e / 2) % R: neighbours on different ranks, every rank some of each tier.
 int interleaved_owner(int l, int e, int R) { return (l + e / 2) % R; }
 
-std::string plan_for(int tp) {
+/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole (hash layer 0's staged
+/// experts are bound at the step's start, layer 1's split ones in its MoE).
+bool split_layer(int l) { return l % 2 == 1 || l == 4; }
+
+std::string plan_for(int tp, bool split = false) {
   const std::string model = test::tiny_gguf().string();
   ModelOptions o;
   o.backend = "cpu";
@@ -204,7 +214,8 @@ std::string plan_for(int tp) {
   const ModelConfig& c = (*m)->config();
   return emu_test::write_plan(c, emu_test::expert_bytes_from_header(model, c.n_layer), tp,
                               [tp](int l, int e) { return interleaved_owner(l, e, tp); },
-                              "cuda_emu_tp_" + std::to_string(tp));
+                              std::string(split ? "cuda_emu_tp_split_" : "cuda_emu_tp_") + std::to_string(tp),
+                              nullptr, nullptr, 0, 0, 0, split ? split_layer : std::function<bool(int)>{});
 }
 
 void check_resident(int tp) {
@@ -224,15 +235,20 @@ void check_resident(int tp) {
               double(r.tiers.device_resident) / (kGen - 1));
 }
 
-/// Runs tp `tp` with the staged plan; checks tokens and bytes; returns the run (seed checks).
-GenRun check_staged(int tp) {
-  const GenRun& cpu = cpu_run(tp);
-  const std::string plan = plan_for(tp);
-  GenRun r = generate("cuda", tp, plan);
+/// Runs tp `tp` with the staged plan (split staging in split_layer's layers when `split`) and
+/// activations `act`; checks tokens, logits bits and bytes against the CPU backend's run at `act`;
+/// returns the run (seed checks).
+GenRun check_staged(int tp, bool split = false, Activations act = Activations::F32) {
+  const GenRun& cpu = cpu_run(tp, act);
+  const std::string plan = plan_for(tp, split);
+  GenRun r = generate("cuda", tp, plan, act);
   EXPECT_TRUE(r.has_plan) << "expected the model to carry the --plan file";
   if (!r.has_plan) return r;
   EXPECT_EQ(r.tokens, cpu.tokens) << "tp " << tp;
   EXPECT_EQ(r.trace.router, cpu.trace.router) << "tp " << tp;
+  EXPECT_EQ(r.logits.size(), cpu.logits.size());
+  for (size_t i = 0; i < r.logits.size() && i < cpu.logits.size(); ++i)
+    EXPECT_TRUE(same_bits(r.logits[i], cpu.logits[i])) << "tp " << tp << " step " << i << ": logits bits";
   // The plan's bookkeeping for the CPU run's decode routing, the plan read back by the reader.
   const ModelConfig& c = r.config;
   auto pf = placement::read_plan_file(plan, c.n_layer, c.n_expert, c.n_expert_used);
@@ -244,6 +260,12 @@ GenRun check_staged(int tp) {
       placement::plan_bytes_for_routing(pf->plan, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu));
   EXPECT_GT(b.vram_total(), 0) << "expected the routing to use resident experts";
   EXPECT_GT(b.link_total(), 0) << "expected the routing to use staged experts";
+  if (split) {  // the routing reaches split experts: the split bookkeeping differs from whole mode's
+    placement::Plan whole = pf->plan;
+    whole.mode.assign(whole.mode.size(), placement::StageMode::Whole);
+    EXPECT_NE(placement::plan_bytes_for_routing(whole, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu)).link,
+              b.link);
+  }
   EXPECT_EQ(double(cpu.traffic.routed_experts), b.vram_total() + b.link_total()) << "the CPU run vs its routing";
   const double dense = double(cpu.traffic.total - cpu.traffic.routed_experts);
   EXPECT_EQ(double(r.tiers.staged), b.link_total()) << "tp " << tp;
@@ -257,6 +279,9 @@ GenRun check_staged(int tp) {
   for (int k = 0; k < tp; ++k) {
     EXPECT_EQ(double(r.rank_tiers[size_t(k)].staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
     EXPECT_EQ(double(r.rank_tiers[size_t(k)].h2d_staged), b.link[size_t(k)]) << "tp " << tp << " rank " << k;
+    EXPECT_EQ(k < int(r.traffic.staged_by_rank.size()) ? double(r.traffic.staged_by_rank[size_t(k)]) : -1.0,
+              b.link[size_t(k)])
+        << "tp " << tp << " rank " << k << ": the engine's staged bytes";
   }
   // Model::rank_device_counters (what bench prints per GPU): the devices' tiers, summing to the
   // model's totals; each rank's copy engine moved (and timed) exactly its staged experts' bytes.
@@ -282,7 +307,8 @@ GenRun check_staged(int tp) {
   EXPECT_EQ(sum.device_resident, r.tiers.device_resident);
   EXPECT_EQ(sum.staged, r.tiers.staged);
   EXPECT_EQ(sum.h2d_staged, r.tiers.h2d_staged);
-  std::printf("  tp %d staged: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp, r.seconds,
+  std::printf("  tp %d staged%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
+              split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", r.seconds,
               double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
   return r;
 }
@@ -300,6 +326,17 @@ TEST(CudaEmuTp, Tp4ResidentExpertsGiveTheCpuTokens) {
 TEST(CudaEmuTp, Tp2StagedExpertsGiveTheCpuTokensAndThePlansBytes) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
   check_staged(2);
+}
+
+// tp 2 with Q8_1 activations (the h rows are quantized whole after the all-gather), tp 4 with F32.
+TEST(CudaEmuTp, Tp2SplitStagingQ8GivesTheCpuBitsAndThePlansBytes) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_staged(2, true, Activations::Q8);
+}
+
+TEST(CudaEmuTp, Tp4SplitStagingGivesTheCpuBitsAndThePlansBytes) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_staged(4, true);
 }
 
 // tp 4 staged, under two emulator seeds (the random interleaving of streams and the start delays

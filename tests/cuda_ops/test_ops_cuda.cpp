@@ -872,15 +872,17 @@ TEST(CudaOps, MatmulF32EqualsCpuBitForBit) {
   }
 }
 
-// embed_rows: exact decode per token (one element per thread for F32 / F16 / BF16, one unit per
-// thread for block types), +0 outside [vocab0, vocab1), strided output rows, NaN / inf /
-// subnormal F16 values (the CPU's decode: their exact bits, NaN payload included).
+// embed_rows: exact decode per token (one element per thread for F32 / F16 / BF16, rows of any
+// length: split staging gathers one routing weight per slot; one unit per thread for block
+// types), +0 outside [vocab0, vocab1), strided output rows, NaN / inf / subnormal F16 values (the
+// CPU's decode: their exact bits, NaN payload included).
 TEST(CudaOps, EmbedRowsEqualsCpuBitForBit) {
   struct Case {
     GgmlType type;
     int64_t cols;
   };
-  for (const Case c : {Case{GgmlType::F16, 4096}, Case{GgmlType::F32, 96}, Case{GgmlType::BF16, 288},
+  for (const Case c : {Case{GgmlType::F16, 4096}, Case{GgmlType::F32, 96}, Case{GgmlType::F32, 1}, Case{GgmlType::F32, 7},
+                       Case{GgmlType::BF16, 288}, Case{GgmlType::F16, 5},
                        Case{GgmlType::Q8_0, 4096}, Case{GgmlType::Q2_K, 512}, Case{GgmlType::MXFP4, 8224}}) {
     SCOPED_TRACE(std::string(ggml_type_name(uint32_t(c.type))) + " cols " + std::to_string(c.cols));
     const int64_t vocab = 9, n = 5, ld = c.cols + 3;

@@ -2,15 +2,21 @@
 // bit-identical logits on the golden prompts — prefill of every position and 32 greedy decode
 // steps — for F32 and Q8 activations, each meets the engine's golden tolerance against DeepSeek's
 // reference `exact` logits, and the greedy continuation is the same for every R. Also: the shard
-// validation refuses rank counts the shapes do not allow, and per-rank memory adds up.
+// validation refuses rank counts the shapes do not allow, and per-rank memory adds up. A --plan
+// with split staging (Host experts of Split layers computed by every rank from its row slices):
+// tp 2 and 4 give tp 1's tokens and logits bits, and each rank takes exactly the plan's link bytes
+// (1/R of every split expert).
 // Exits 77 (skipped) when the fixture is absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstring>
 
+#include "cuda_engine/emu_greedy.h"
+#include "cuda_engine/emu_plan.h"
 #include "engine/dsv4_model.h"
 #include "engine/golden_data.h"
+#include "placement/plan_file.h"
 #include "support/test_env.h"
 
 namespace ds4 {
@@ -148,6 +154,92 @@ TEST(TensorParallel, AnyExpertPlacementGivesTheSameBits) {
   auto m = Dsv4Model::open(test::tiny_gguf().string(), bad);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find("expected an owner rank 0..1, found 2"), std::string::npos) << m.error().message;
+}
+
+/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole.
+bool split_layer(int l) { return l % 2 == 1 || l == 4; }
+
+/// A plan for `tp` ranks: tiers V / H / P in turn (emu_plan.h), owners interleaved, split_layer.
+std::string split_plan(const ModelConfig& c, int tp) {
+  return emu_test::write_plan(c, emu_test::expert_bytes_from_header(test::tiny_gguf().string(), c.n_layer), tp,
+                              [tp](int l, int e) { return (l + e / 2) % tp; }, "tp_split_" + std::to_string(tp),
+                              nullptr, nullptr, 0, 0, 0, split_layer);
+}
+
+// Split staging on CPU ranks: the second golden prompt and 8 greedy tokens at tp 1 (no plan) and
+// at tp 2 and 4 with a split plan (F32; Q8 at tp 4): same tokens, routing and logits bits; over
+// the decode steps each rank's bytes from staged homes (WeightTraffic::staged_by_rank) and the
+// store's host -> device bytes equal the plan's bookkeeping for the routing, which differs from
+// what the same plan in whole mode would give (the split path really ran).
+TEST(TensorParallel, SplitStagingPlanGivesTp1BitsAndThePlansLinkBytesPerRank) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  const std::vector<int32_t> prompt = test::load_goldens().at(1).ids;
+  constexpr int kGen = 8;
+  for (Activations act : {Activations::F32, Activations::Q8}) {
+    const auto base = emu_test::open_tiny("cpu", 1, "", act);
+    ASSERT_TRUE(base);
+    ForwardTrace bt;
+    std::vector<int32_t> btok;
+    std::vector<std::vector<float>> blog;
+    {
+      Dsv4Session s(base);
+      emu_test::greedy(s, prompt, kGen, &bt, btok, blog);
+    }
+    for (int tp : {2, 4}) {
+      if (act == Activations::Q8 && tp == 2) continue;
+      const std::string what = std::string(act == Activations::F32 ? "f32" : "q8") + " tp " + std::to_string(tp);
+      const ModelConfig& c = base->config();
+      const std::string plan = split_plan(c, tp);
+      const auto m = emu_test::open_tiny("cpu", tp, plan, act);
+      ASSERT_TRUE(m);
+      ASSERT_NE(m->expert_plan(), nullptr);
+      ForwardTrace tr;
+      std::vector<int32_t> tok;
+      std::vector<std::vector<float>> lg;
+      WeightTraffic w0;
+      uint64_t h0 = 0;
+      Dsv4Session s(m);
+      emu_test::greedy(s, prompt, kGen, &tr, tok, lg, [&] {
+        w0 = s.weight_traffic();
+        h0 = m->expert_counters().bytes_host_to_device;
+      });
+      const WeightTraffic w1 = s.weight_traffic();
+      const uint64_t h1 = m->expert_counters().bytes_host_to_device;
+      EXPECT_EQ(tok, btok) << what;
+      EXPECT_EQ(tr.router, bt.router) << what;
+      ASSERT_EQ(lg.size(), blog.size()) << what;
+      for (size_t i = 0; i < lg.size(); ++i) EXPECT_TRUE(same_bits(lg[i], blog[i])) << what << " step " << i;
+      // The plan's bookkeeping for the decode steps' routing (one token per step).
+      std::vector<std::vector<std::vector<int32_t>>> routes;
+      for (const auto& layer : tr.router) {
+        ASSERT_EQ(layer.size(), prompt.size() + kGen - 1);
+        routes.emplace_back(layer.begin() + std::ptrdiff_t(prompt.size()), layer.end());
+      }
+      auto pf = placement::read_plan_file(plan, c.n_layer, c.n_expert, c.n_expert_used);
+      ASSERT_TRUE(pf.ok()) << pf.error().message;
+      const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(test::tiny_gguf().string(), c.n_layer);
+      const std::vector<int> nodes(size_t(tp), 0);
+      const placement::TierBytes b = placement::plan_bytes_for_routing(pf->plan, eb, 1, nodes, routes);
+      placement::Plan whole = pf->plan;
+      whole.mode.assign(whole.mode.size(), placement::StageMode::Whole);
+      const placement::TierBytes bw = placement::plan_bytes_for_routing(whole, eb, 1, nodes, routes);
+      EXPECT_GT(b.link_total(), 0) << what;
+      EXPECT_NE(b.link, bw.link) << what << ": expected the routing to reach split experts";
+      EXPECT_EQ(double(w1.routed_experts - w0.routed_experts), b.vram_total() + b.link_total()) << what;
+      EXPECT_EQ(double(h1 - h0), b.link_total()) << what << ": the store's host -> device bytes";
+      ASSERT_EQ(w1.staged_by_rank.size(), size_t(tp));
+      ASSERT_EQ(w0.staged_by_rank.size(), size_t(tp));
+      for (int k = 0; k < tp; ++k)
+        EXPECT_EQ(double(w1.staged_by_rank[size_t(k)] - w0.staged_by_rank[size_t(k)]), b.link[size_t(k)])
+            << what << " rank " << k;
+      std::printf("split plan %s: logits bits == tp 1: %s; decode link bytes/token per rank:", what.c_str(),
+                  std::equal(lg.begin(), lg.end(), blog.begin(), same_bits) ? "yes" : "NO");
+      for (int k = 0; k < tp; ++k) std::printf(" %.0f", b.link[size_t(k)] / (kGen - 1));
+      std::printf(" (whole mode:");
+      for (int k = 0; k < tp; ++k) std::printf(" %.0f", bw.link[size_t(k)] / (kGen - 1));
+      std::printf(")\n");
+    }
+  }
 }
 
 TEST(TensorParallel, RankCountsTheShapesDoNotAllowAreRefused) {

@@ -55,8 +55,10 @@ __global__ void embed_rows_kernel(GgmlType type, const uint8_t* __restrict__ w, 
 cudaError_t launch_embed_rows(cudaStream_t s, GgmlType type, const void* w, int64_t cols, uint64_t w_nb1,
                               const int32_t* ids, int64_t n, int64_t vocab0, int64_t vocab1, float* out,
                               uint64_t out_nb1) {
-  const int U = unit_elems_of(type);
-  if (U == 0 || cols % U != 0 || n < 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
+  // F32 / F16 / BF16 rows of any length (one element per item, as the CPU op takes them: e.g. the
+  // split-staging gather of one routing weight per slot); block types whole decode units.
+  const int U = per_element(type) ? 1 : unit_elems_of(type);
+  if (unit_elems_of(type) == 0 || cols % U != 0 || n < 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
   if (n == 0 || cols == 0) return cudaSuccess;
   const int64_t items = per_element(type) ? cols : cols / U;
   const int64_t gx = (items + kEmbedThreads - 1) / kEmbedThreads;
