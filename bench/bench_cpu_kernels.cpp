@@ -203,7 +203,9 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
 /// random normal values) times `ntok` tokens whose Q8_1 codes and per-token sums are made once
 /// outside the loop; each iteration is matmul_rows on the multi-token kernel (decode of every row
 /// included, as in a prefill matmul), one thread, hot. ns_per_row_token = time / (rows * ntok).
-void run_mmq(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok) {
+/// `path`: 0 = what matmul_rows picks (the mmq/ cases: skipped unless that is the multi-token
+/// kernel), 1 = the multi-token kernel, 2 = the per-token kernels, whatever ntok.
+void run_mmq(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, int path = 0) {
   ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
   const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
   std::vector<uint8_t> w(size_t(rb * rows));
@@ -220,14 +222,17 @@ void run_mmq(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols,
   ds4::cpu::matmul_quantize_prepare(ntok, cols, true, s);
   ds4::cpu::matmul_quantize_rows(ds4::cpu::F32Rows{x.data(), cols}, cols, s, 0, ntok);
   const ds4::cpu::MmqTokens tok = ds4::cpu::matmul_tokens(s, cols);
-  if (!ds4::cpu::matmul_uses_mmq(type, ntok)) {
+  if (path == 0 && !ds4::cpu::matmul_uses_mmq(type, ntok)) {
     state.SkipWithError("no multi-token kernel for this type / token count on this CPU");
     return;
   }
   const ds4::cpu::WRows wr{type, w.data(), cols, rows, uint64_t(rb)};
+  if (!ds4::cpu::matmul_rows_q8_path(wr, s.xq.data(), ntok, ds4::cpu::F32Rows{y.data(), rows}, 0, rows, &tok, path != 2)) {
+    state.SkipWithError("no multi-token kernel for this type on this CPU");
+    return;
+  }
   for (auto _ : state) {
-    ds4::cpu::matmul_rows(wr, ds4::cpu::F32Rows{x.data(), cols}, s.xq.data(), ntok, true,
-                          ds4::cpu::F32Rows{y.data(), rows}, 0, rows, &tok);
+    ds4::cpu::matmul_rows_q8_path(wr, s.xq.data(), ntok, ds4::cpu::F32Rows{y.data(), rows}, 0, rows, &tok, path != 2);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -323,6 +328,18 @@ int main(int argc, char** argv) {
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }
+  // The crossover of mmq_min_tokens: the multi-token kernel against the per-token kernels at a few
+  // token counts (512 x 2048 hot, one thread; compare cpu_time of mmq and rows at equal n).
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                        GgmlType::IQ1_S, GgmlType::IQ1_M})
+    for (int64_t ntok : {2, 4, 8, 16, 32})
+      for (bool mmq : {true, false}) {
+        const std::string name = "mmq_vs_rows/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/512x2048/n" +
+                                 std::to_string(ntok) + (mmq ? "/mmq" : "/rows") + "/t1/hot";
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_mmq(st, type, 512, 2048, ntok, mmq ? 1 : 2); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -348,12 +348,19 @@ int64_t mmq_min_tokens(GgmlType type) {
   // prefill): from these token counts decoding once beats the per-token kernels (which decode
   // grids, signs and scales for every token): IQ2_XXS / IQ2_XS / IQ1_S 1.2-1.4x at 8, 2.3-3.9x at
   // 64; IQ1_M, Q8_0, MXFP4 1.3-1.6x at 16, 1.9-2.4x at 64; Q2_K (a fast per-token kernel) 0.9x at
-  // 16, 1.2x at 64. The scalar-decoded types have only the scalar per-token dot: any batch pays.
+  // 16, 1.2x at 64. Re-measured after the multi-token kernels took several tokens per pass
+  // (`bench_cpu_kernels --benchmark_filter=mmq_vs_rows`, 512 x 2048 hot, CPU time per-token /
+  // multi-token, Zen 4, 2 rounds): MXFP4 1.4-2.1x and IQ1_M 2.3-2.5x already at 8 tokens (so 8
+  // now); Q8_0 1.0-1.1x at 8, IQ2_XXS / IQ1_S 1.2-1.5x at 4, IQ2_XS 1.0-1.1x at 4, Q2_K 0.7-1.0x
+  // at 16 (unchanged: gains under 1.5x are left to a measurement on other CPUs).
+  // The scalar-decoded types have only the scalar per-token dot: any batch pays.
   if (family_decoder(selected_backend(), type) == nullptr) return 2;
   switch (type) {
     case GgmlType::IQ2_XXS:
     case GgmlType::IQ2_XS:
-    case GgmlType::IQ1_S: return 8;
+    case GgmlType::IQ1_S:
+    case GgmlType::MXFP4:
+    case GgmlType::IQ1_M: return 8;
     case GgmlType::Q2_K: return 32;
     default: return 16;
   }

@@ -101,6 +101,11 @@ F32Rows matmul_qdq_fp8(const F32Rows& x, int64_t n, int64_t in, MatmulScratch& s
 /// row is decoded once (kernels/cpu/mmq.h) and dotted with all n tokens, the same bits.
 void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
                  int64_t r0, int64_t r1, const MmqTokens* tok = nullptr);
+/// matmul_rows with q8 activations and the path named, whatever n: `mmq` = the multi-token kernel
+/// (needs `tok`; false when the type has none on this CPU, nothing written), else the per-token
+/// kernels. Same bits either way. For the benchmark that measures mmq_min_tokens' crossovers.
+bool matmul_rows_q8_path(const WRows& w, const uint8_t* xq, int64_t n, const F32Rows& y, int64_t r0, int64_t r1,
+                         const MmqTokens* tok, bool mmq);
 
 // ---- embed_rows.cpp ------------------------------------------------------------------------
 /// out.row(t) = decoded row ids[t] of w if vocab0 <= ids[t] < vocab1, else +0, for t in [t0, t1).
