@@ -125,12 +125,16 @@ Result<RankWeightBytes> rank_weight_bytes(const ModelConfig& c, const ModelWeigh
         sharded_full += mat_bytes(*m);
         b.sharded += frac(mat_bytes(*m), own, S);
       }
-    for (int e = 0; e < c.n_expert; ++e)
-      for (auto p : {staging::ExpertProj::Gate, staging::ExpertProj::Up, staging::ExpertProj::Down}) {
-        DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, p));
-        experts_full += mat_bytes(m);
-        if (s.owns_expert(l, e)) b.experts += mat_bytes(m);
-      }
+    // Sizes from the store's layout (get() would count traffic and fill a caching store).
+    uint64_t one = 0;
+    for (auto p : {staging::ExpertProj::Gate, staging::ExpertProj::Up, staging::ExpertProj::Down}) {
+      DS4_TRY(uint64_t mb, w.experts->matrix_bytes(l, p));
+      one += mb;
+    }
+    for (int e = 0; e < c.n_expert; ++e) {
+      experts_full += one;
+      if (s.owns_expert(l, e)) b.experts += one;
+    }
   }
   DS4_CHECK(w.bytes >= sharded_full + experts_full);
   b.replicated = w.bytes - sharded_full - experts_full;

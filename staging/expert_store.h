@@ -39,6 +39,10 @@ class ExpertStore {
   virtual Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) = 0;
   /// Number of routed experts per layer.
   virtual int expert_count() const = 0;
+  /// Bytes of one expert's `proj` matrix in `layer` (out * row_bytes; every expert of a layer has
+  /// the same shape and type), from the layout only: nothing is loaded, cached or counted (get()
+  /// counts traffic and a caching store loads). Error when the layer is out of range.
+  virtual Result<uint64_t> matrix_bytes(int layer, ExpertProj proj) const = 0;
   /// True when get(layer, expert, ...) returns memory that holds these bytes for the store's
   /// life (the mmap, a resident or CPU slab), false when it is a staging slot that later calls
   /// reuse (a device backend must then copy the bytes at every use: dev::BindMode::Staged).

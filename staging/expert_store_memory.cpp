@@ -30,6 +30,13 @@ class MemoryExpertStore final : public ExpertStore {
     return w;
   }
   int expert_count() const override { return n_expert_; }
+  Result<uint64_t> matrix_bytes(int layer, ExpertProj proj) const override {
+    if (layer < 0 || layer >= static_cast<int>(layers_.size()))
+      return Error{"expert store: layer " + std::to_string(layer) + " out of range [0, " +
+                   std::to_string(layers_.size()) + ")"};
+    const MergedExpertTensor& t = layers_[layer][static_cast<int>(proj)];
+    return static_cast<uint64_t>(t.out) * t.row_bytes;
+  }
 
  private:
   std::vector<std::array<MergedExpertTensor, 3>> layers_;

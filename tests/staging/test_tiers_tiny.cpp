@@ -69,5 +69,23 @@ TEST(StagingTiersTiny, SameLogitsAndTokensInEveryTier) {
   }
 }
 
+// Opening a model moves no expert bytes: the per-rank weight accounting at load reads the
+// store's layout (matrix_bytes), not get(), which counts traffic and fills a caching store (it
+// reported every host expert once per rank as moved before the first token).
+TEST(StagingTiersTiny, LoadingMovesNoExpertBytes) {
+  if (!std::filesystem::exists(tiny_gguf())) GTEST_SKIP() << "dsv4-tiny fixture absent";
+  for (const char* tier : {"host", "nvme"}) {  // caching stores (they need tp 1)
+    ModelOptions mo;
+    mo.threads = 2;
+    mo.experts_tier = tier;
+    auto m = Dsv4Model::open(tiny_gguf().string(), mo);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const staging::StagingCounters c = (*m)->expert_counters();
+    EXPECT_EQ(c.bytes_host_to_device, 0u) << tier;
+    EXPECT_EQ(c.bytes_nvme_to_device, 0u) << tier;
+    EXPECT_EQ(c.cache_misses, 0u) << tier;
+  }
+}
+
 }  // namespace
 }  // namespace ds4
