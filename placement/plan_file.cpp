@@ -5,6 +5,7 @@
 #include "placement/json_text.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,8 +34,12 @@ std::string found_at(const json& o, const char* k) {
 
 // Reads key `k` of object `o` as an integer; error names `where.k`, expected and found.
 Result<int64_t> get_int(const json& o, const std::string& where, const char* k) {
-  if (!o.is_object() || !o.contains(k)) return Error{where + "." + k + ": expected an integer, found nothing"};
+  if (!o.is_object()) return Error{where + ": expected an object, found " + o.dump().substr(0, 60)};
+  if (!o.contains(k)) return Error{where + "." + k + ": expected an integer, found nothing"};
   if (!o[k].is_number_integer()) return Error{where + "." + k + ": expected an integer, found " + o[k].dump().substr(0, 60)};
+  if (o[k].is_number_unsigned() && o[k].get<uint64_t>() > uint64_t(INT64_MAX))
+    return Error{where + "." + k + ": expected an integer up to " + std::to_string(INT64_MAX) + ", found " +
+                 o[k].dump().substr(0, 60)};
   return o[k].get<int64_t>();
 }
 

@@ -164,6 +164,12 @@ TEST(PlanFile, HandEditedPlansAreRefusedWithTheKey) {
   EXPECT_NE(edited("vram.json", [](J& j) { j["prediction"]["vram_bytes_per_token"][1] = -1.5; })
                 .find("vram_bytes_per_token[1]: expected a non-negative number, found -1.5"),
             std::string::npos);
+  // 2^63 reads as a negative int64 through get<int64_t>: named as written.
+  EXPECT_NE(edited("bytes.json", [](J& j) { j["layers"][0]["expert_bytes"] = 9223372036854775808ULL; })
+                .find("layers[0].expert_bytes: expected an integer up to 9223372036854775807, found 9223372036854775808"),
+            std::string::npos);
+  EXPECT_NE(edited("layer.json", [](J& j) { j["layers"][0] = 5; }).find("layers[0]: expected an object, found 5"),
+            std::string::npos);
   auto d = read_plan_file(dir.string(), 43, 256, 6);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("expected a plan file, found a directory"), std::string::npos) << d.error().message;
