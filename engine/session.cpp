@@ -215,7 +215,7 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   // Backend: a device with its own memory and neither --plan nor --experts-tier gets a plan made
   // now from the device's free memory (engine/device_plan.h); the device is made first for it.
   // Only at tp 1: the planner's on-the-fly profile is one device; at tp > 1 without --plan every
-  // rank keeps the experts it owns resident (a plan for R GPUs comes from `plan --ranks R`).
+  // rank keeps the experts it owns resident (a plan for R GPUs comes from `plan --hw` with a profile of R GPUs).
   if (!opts.expert_plan.empty()) {
     DS4_TRY(m->plan_, read_plan(path, opts, m->config_, m->file_));
   } else if (cuda && opts.experts_tier.empty() && opts.tp == 1) {
