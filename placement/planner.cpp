@@ -302,7 +302,10 @@ Result<Plan> plan_budgets(const CostModel& cm, const PlanOptions& opt) {
   plan.n_experts = s.n_experts;
   plan.ranks = int(hw.gpus.size());
   plan.memlock_bytes = hw.memlock_bytes;
-  plan.mode.assign(size_t(s.n_layers), StageMode::Split);
+  // Whole where the engine cannot split the experts' rows over the R ranks (step 5's rule).
+  const int R = plan.ranks;
+  const bool splittable = R <= 1 || (s.moe_inter % R == 0 && s.dim % R == 0);
+  plan.mode.assign(size_t(s.n_layers), splittable ? StageMode::Split : StageMode::Whole);
   plan.experts.assign(size_t(s.n_layers), std::vector<ExpertPlacement>(size_t(s.n_experts)));
   const int64_t max_expert = *std::max_element(in.sizes->expert_bytes.begin(), in.sizes->expert_bytes.end());
   for (size_t g = 0; g < hw.gpus.size(); ++g) {
@@ -407,7 +410,11 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
         else if (pl.tier == Tier::Nvme) pl.cpu_compute = true;
       }
   } else if (policy == Policy::Planner) {
-    // Step 5: per-layer staging mode and CPU cut-off, chosen on the sampled routing.
+    // Step 5: per-layer staging mode and CPU cut-off, chosen on the sampled routing. The engine
+    // runs a split layer's staged experts as row slices over the R ranks (engine/tensor_parallel.md,
+    // "Split staging"): the expert's rows (moe_inter for gate/up, dim for down) must be multiples
+    // of R, else every layer is staged whole (the engine would refuse the plan at load).
+    const bool can_split = in.shape->moe_inter % R == 0 && in.shape->dim % R == 0;
     const auto pin = pinnable_set(cm, L, E);
     int pageable = 0;
     const int cut[] = {E, E * 7 / 8, E * 3 / 4, E / 2, E * 3 / 8, E / 4, E / 8, E / 16, 0};
@@ -432,6 +439,7 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
       bool first = true;
       for (StageMode mode : {StageMode::Split, StageMode::Whole}) {
         if (R == 1 && mode == StageMode::Split) continue;  // identical to whole with one rank
+        if (mode == StageMode::Split && !can_split) continue;
         for (int t : cut) {
           apply(mode, t);
           const double time = cm.moe_layer_time(plan, l);
