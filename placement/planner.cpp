@@ -271,6 +271,12 @@ void assign_contiguous_owners(Plan& plan) {
           plan.ranks > 0 ? int8_t(int64_t(e) * plan.ranks / plan.n_experts) : int8_t(-1);
 }
 
+/// True when the engine can run a Split layer at R ranks: it computes a split layer's staged
+/// experts as row slices over the ranks (engine/tensor_parallel.md, "Split staging"), so the
+/// expert's rows (moe_inter for gate/up, dim for down) must be multiples of R (else it refuses the
+/// plan at load). R <= 1: trivially (split and whole are the same).
+bool splittable(const ModelShape& s, int R) { return R <= 1 || (s.moe_inter % R == 0 && s.dim % R == 0); }
+
 }  // namespace
 
 const char* tier_name(Tier t) {
@@ -302,10 +308,8 @@ Result<Plan> plan_budgets(const CostModel& cm, const PlanOptions& opt) {
   plan.n_experts = s.n_experts;
   plan.ranks = int(hw.gpus.size());
   plan.memlock_bytes = hw.memlock_bytes;
-  // Whole where the engine cannot split the experts' rows over the R ranks (step 5's rule).
-  const int R = plan.ranks;
-  const bool splittable = R <= 1 || (s.moe_inter % R == 0 && s.dim % R == 0);
-  plan.mode.assign(size_t(s.n_layers), splittable ? StageMode::Split : StageMode::Whole);
+  // Whole where the engine cannot split the experts' rows over the ranks (splittable).
+  plan.mode.assign(size_t(s.n_layers), splittable(s, plan.ranks) ? StageMode::Split : StageMode::Whole);
   plan.experts.assign(size_t(s.n_layers), std::vector<ExpertPlacement>(size_t(s.n_experts)));
   const int64_t max_expert = *std::max_element(in.sizes->expert_bytes.begin(), in.sizes->expert_bytes.end());
   for (size_t g = 0; g < hw.gpus.size(); ++g) {
@@ -410,11 +414,9 @@ Result<Plan> make_rule_plan(const CostModel& cm, const PlanOptions& opt, Policy 
         else if (pl.tier == Tier::Nvme) pl.cpu_compute = true;
       }
   } else if (policy == Policy::Planner) {
-    // Step 5: per-layer staging mode and CPU cut-off, chosen on the sampled routing. The engine
-    // runs a split layer's staged experts as row slices over the R ranks (engine/tensor_parallel.md,
-    // "Split staging"): the expert's rows (moe_inter for gate/up, dim for down) must be multiples
-    // of R, else every layer is staged whole (the engine would refuse the plan at load).
-    const bool can_split = in.shape->moe_inter % R == 0 && in.shape->dim % R == 0;
+    // Step 5: per-layer staging mode and CPU cut-off, chosen on the sampled routing; Split only
+    // where the engine can run it (splittable).
+    const bool can_split = splittable(*in.shape, R);
     const auto pin = pinnable_set(cm, L, E);
     int pageable = 0;
     const int cut[] = {E, E * 7 / 8, E * 3 / 4, E / 2, E * 3 / 8, E / 4, E / 8, E / 16, 0};

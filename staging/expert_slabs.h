@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ds4/result.h"
@@ -59,6 +60,14 @@ class ExpertLayout {
   int n_expert() const { return n_expert_; }
   int ranks() const { return ranks_; }
   const ExpertTensorRef& tensor(int layer, ExpertProj p) const { return layers_[layer][static_cast<int>(p)]; }
+  /// Bytes of one expert's `p` matrix in `layer` (out * row_bytes); Error when the layer is out of
+  /// range (ExpertStore::matrix_bytes of the slab stores).
+  Result<uint64_t> matrix_bytes(int layer, ExpertProj p) const {
+    if (layer < 0 || layer >= n_layer())
+      return Error{"expert store: layer " + std::to_string(layer) + " out of range [0, " + std::to_string(n_layer()) + ")"};
+    const ExpertTensorRef& t = tensor(layer, p);
+    return static_cast<uint64_t>(t.out) * t.row_bytes;
+  }
   /// Bytes of one slab of `layer` (all ranks, padded to slab_align).
   uint64_t slab_bytes(int layer) const { return slab_bytes_[layer]; }
   /// Largest slab over all layers.

@@ -154,17 +154,7 @@ class TieredExpertStore final : public ExpertStore {
 
   int expert_count() const override { return L_.n_expert(); }
 
-  Result<uint64_t> matrix_bytes(int layer, ExpertProj proj) const override {
-
-    if (layer < 0 || layer >= L_.n_layer())
-
-      return Error{"expert store: layer " + std::to_string(layer) + " out of range [0, " + std::to_string(L_.n_layer()) + ")"};
-
-    const ExpertTensorRef& t = L_.tensor(layer, proj);
-
-    return static_cast<uint64_t>(t.out) * t.row_bytes;
-
-  }
+  Result<uint64_t> matrix_bytes(int layer, ExpertProj proj) const override { return L_.matrix_bytes(layer, proj); }
 
   Result<void> begin_step(int layer, std::span<const int> experts) override {
     (tier_ == ExpertTier::Resident ? act_vram_ : tier_ == ExpertTier::Host ? act_host_ : act_nvme_) += experts.size();

@@ -94,11 +94,6 @@ struct LoadQ8_0 {  // float(qs[j]) * fp16(d)
     for (int j = 0; j < 4; ++j)
       v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * j)))), d);
   }
-  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
-    __m512 v[2];
-    z2(r, i - i % 32, v);
-    return v[(i % 32) / 16];
-  }
   /// zmm: the block's 32 values (i % 32 == 0) as two vectors, the scale converted once by F16C
   /// (per 16 values by the scalar fp16_to_f32 before: 10.3 -> 18-19 GB per CPU-second, one token,
   /// Zen 4, bench/README.md).
@@ -132,11 +127,6 @@ struct LoadMXFP4 {  // float(kvalues_mxfp4[code]) * 2^(e-128); elements 0..15 lo
     v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d);
     v[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d);
     v[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d);
-  }
-  DS4_T5 static __m512 z(const uint8_t* r, int64_t i) {
-    __m512 v[2];
-    z2(r, i - i % 32, v);
-    return v[(i % 32) / 16];
   }
   /// zmm: the block's 32 values (i % 32 == 0) as two vectors: the 16 table values as FP32 in one
   /// register (exact int8 -> FP32), low / high nibbles looked up by vpermps, the scale computed

@@ -63,49 +63,9 @@ void matmul_rows_mmq(MmqFn fn, MmqDecodeFn decode, const WRows& w, const MmqToke
   }
 }
 
-}  // namespace
-
-/// The f32 branch of matmul_rows (below).
-static void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows& y, int64_t r0, int64_t r1,
-                            int64_t in);
-
-void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
-                 int64_t r0, int64_t r1, const MmqTokens* tok) {
+/// The f32 branch of matmul_rows.
+void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows& y, int64_t r0, int64_t r1) {
   const int64_t in = w.in;
-  if (q8) {
-    matmul_rows_q8_path(w, xq, n, y, r0, r1, tok, tok != nullptr && matmul_uses_mmq(w.type, n));
-    return;
-  }
-  matmul_rows_f32(w, x, n, y, r0, r1, in);
-}
-
-bool matmul_rows_q8_path(const WRows& w, const uint8_t* xq, int64_t n, const F32Rows& y, int64_t r0, int64_t r1,
-                         const MmqTokens* tok, bool mmq) {
-  const int64_t in = w.in, qb = in / 32 * 36;
-  if (mmq) {
-    if (tok == nullptr || simd_mmq(w.type) == nullptr) return false;
-    matmul_rows_mmq(simd_mmq(w.type), mmq_decoder(w.type), w, *tok, n, y, r0, r1);
-    return true;
-  }
-  if (RowsDotFn rows_dot = simd_rows_dot(w.type)) {
-    constexpr int64_t kMax = 16;
-    float tmp[kMax];
-    for (int64_t a = r0; a < r1; a += kMax) {
-      const int64_t b = std::min(r1, a + kMax);
-      for (int64_t t = 0; t < n; ++t) {
-        rows_dot(w.row(a), int64_t(w.row_bytes), b - a, xq + t * qb, in, tmp);
-        for (int64_t r = a; r < b; ++r) y.row(t)[r] = tmp[r - a];
-      }
-    }
-    return true;
-  }
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t t = 0; t < n; ++t) y.row(t)[r] = vec_dot_q8_1(w.type, w.row(r), xq + t * qb, in);
-  return true;
-}
-
-static void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows& y, int64_t r0, int64_t r1,
-                            int64_t in) {
   // F32 path, in blocks of up to 16 weight rows held in cache while every token passes; 4 tokens
   // per pass share each weight load (x4), fewer than 4 take 4 rows per pass (rows4). Types with a
   // fused decode + dot here (has_fused_dot_f32: F32/F16/BF16/Q8_0/MXFP4/NVFP4/NVFP4_S2/Q2_K/
@@ -148,6 +108,43 @@ static void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F
       std::copy_n(tile[0], m, y.row(t) + a);
     }
   }
+}
+
+}  // namespace
+
+void matmul_rows(const WRows& w, const F32Rows& x, const uint8_t* xq, int64_t n, bool q8, const F32Rows& y,
+                 int64_t r0, int64_t r1, const MmqTokens* tok) {
+  if (q8) {
+    matmul_rows_q8_path(w, xq, n, y, r0, r1, tok, tok != nullptr && matmul_uses_mmq(w.type, n));
+    return;
+  }
+  matmul_rows_f32(w, x, n, y, r0, r1);
+}
+
+bool matmul_rows_q8_path(const WRows& w, const uint8_t* xq, int64_t n, const F32Rows& y, int64_t r0, int64_t r1,
+                         const MmqTokens* tok, bool mmq) {
+  const int64_t in = w.in, qb = in / 32 * 36;
+  if (mmq) {
+    const MmqFn fn = simd_mmq(w.type);
+    if (tok == nullptr || fn == nullptr) return false;
+    matmul_rows_mmq(fn, mmq_decoder(w.type), w, *tok, n, y, r0, r1);
+    return true;
+  }
+  if (RowsDotFn rows_dot = simd_rows_dot(w.type)) {
+    constexpr int64_t kMax = 16;
+    float tmp[kMax];
+    for (int64_t a = r0; a < r1; a += kMax) {
+      const int64_t b = std::min(r1, a + kMax);
+      for (int64_t t = 0; t < n; ++t) {
+        rows_dot(w.row(a), int64_t(w.row_bytes), b - a, xq + t * qb, in, tmp);
+        for (int64_t r = a; r < b; ++r) y.row(t)[r] = tmp[r - a];
+      }
+    }
+    return true;
+  }
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < n; ++t) y.row(t)[r] = vec_dot_q8_1(w.type, w.row(r), xq + t * qb, in);
+  return true;
 }
 
 }  // namespace ds4::cpu
