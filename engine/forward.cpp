@@ -85,13 +85,13 @@ DeviceWeights bind_device_weights(const ModelConfig& c, const ModelWeights& w, d
 
 Forward::Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
                  dev::ActFormat act)
-    : c_(c), w_(w), dw_(dw), dev_(device), s_(device.stream()), act_(act), shard_(single_shard(c, w)),
-      ws_(device) {}
+    : c_(c), w_(w), experts_(w.experts->for_rank(0)), dw_(dw), dev_(device), s_(device.stream()), act_(act),
+      shard_(single_shard(c, w)), ws_(device) {}
 
 Forward::Forward(const ModelConfig& c, const ModelWeights& w, const DeviceWeights& dw, dev::Device& device,
                  dev::ActFormat act, TpShard shard, comm::Comm* comm)
-    : c_(c), w_(w), dw_(dw), dev_(device), s_(device.stream()), act_(act), shard_(std::move(shard)), comm_(comm),
-      ws_(device) {
+    : c_(c), w_(w), experts_(w.experts->for_rank(shard.rank)), dw_(dw), dev_(device), s_(device.stream()), act_(act),
+      shard_(std::move(shard)), comm_(comm), ws_(device) {
   DS4_CHECK((comm_ == nullptr) == (shard_.ranks == 1));
   DS4_CHECK(!comm_ || (comm_->size() == shard_.ranks && comm_->rank() == shard_.rank));
 }

@@ -175,6 +175,7 @@ class Forward {
 
   const ModelConfig& c_;
   const ModelWeights& w_;
+  staging::ExpertStore& experts_;  // w_.experts->for_rank(shard_.rank): this rank's view of the store
   const DeviceWeights& dw_;
   uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
   uint64_t staged_expert_bytes_ = 0;  // of those, bytes from staged homes (staged_expert_bytes)

@@ -74,11 +74,11 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     if (shard_.owns_expert(l, e)) step_experts.push_back(e);
   std::sort(step_experts.begin(), step_experts.end());
   step_experts.erase(std::unique(step_experts.begin(), step_experts.end()), step_experts.end());
-  if (auto b = w_.experts->begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
+  if (auto b = experts_.begin_step(l, std::span<const int>(step_experts.data(), step_experts.size())); !b)
     failed = b.error();
   // Experts split over the ranks are computed by moe_split on every rank, not by their owner.
   if (shard_.ranks > 1)
-    std::erase_if(step_experts, [&](int32_t e) { return w_.experts->rank_sliced(l, e); });
+    std::erase_if(step_experts, [&](int32_t e) { return experts_.rank_sliced(l, e); });
   split_block_ = 0;
   // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF) into its own buffers: queued
   // on the compute stream right after the first batch of routed binds, so the staged copies run
@@ -142,13 +142,13 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
         }
         // Stable matrices are bound Persistent (device-resident experts); others Staged, copied
         // into the device's ring at every use (dev::BindMode) where bind copies.
-        const bool stable = w_.experts->stable(l, e);
+        const bool stable = experts_.stable(l, e);
         const bool staged = !stable && bind_copies;
         const bool ahead = stable || bind_copies;
         if (!bound.empty() && (!ahead || (staged && ring > 0 && staged_binds + 3 > ring))) break;
-        auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
-        auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
-        auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+        auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
+        auto wu = experts_.get(l, e, staging::ExpertProj::Up);
+        auto wd = experts_.get(l, e, staging::ExpertProj::Down);
         if (!wg.ok() || !wu.ok() || !wd.ok()) {
           failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
           break;
@@ -181,7 +181,7 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     if (comm_) DS4_TRY_VOID(dev_.all_reduce_sum(s_, *comm_, Yb));
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }
-  w_.experts->end_step(l);
+  experts_.end_step(l);
   if (size_t(l) < prefetched_.size()) prefetched_[size_t(l)].experts.clear();  // read by now
   if (!failed.ok()) return failed;
   queue_shared();  // a step without routed experts of this rank
@@ -198,7 +198,7 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
   std::vector<int32_t>& es = split_experts_;
   es.clear();
   for (int32_t e : ids)
-    if (w_.experts->rank_sliced(l, e)) es.push_back(e);
+    if (experts_.rank_sliced(l, e)) es.push_back(e);
   if (es.empty()) return ok();  // the same on every rank: the store and the ids are replicated
   std::sort(es.begin(), es.end());
   es.erase(std::unique(es.begin(), es.end()), es.end());
@@ -236,7 +236,7 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
   uint64_t largest = 0;
   for (size_t i = 0; i < es.size() && failed.ok(); ++i)
     for (int p = 0; p < 3 && failed.ok(); ++p) {
-      Result<dev::WeightMatrix> w = w_.experts->get_rank_slice(l, es[i], static_cast<staging::ExpertProj>(p), r);
+      Result<dev::WeightMatrix> w = experts_.get_rank_slice(l, es[i], static_cast<staging::ExpertProj>(p), r);
       if (!w.ok()) {
         failed = w.error();
         break;
@@ -322,22 +322,22 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
         if (e < 0 || e >= E) return;  // moe() reports the bad entry
         // A split expert: moe_split binds its rank slices; this layer and the later ones are
         // not prefetched (their binds would share the staging ring with moe_split's).
-        if (shard_.ranks > 1 && w_.experts->rank_sliced(l, e)) return;
-        if (shard_.owns_expert(l, e) && !w_.experts->stable(l, e)) es.push_back(e);
+        if (shard_.ranks > 1 && experts_.rank_sliced(l, e)) return;
+        if (shard_.owns_expert(l, e) && !experts_.stable(l, e)) es.push_back(e);
       }
     std::sort(es.begin(), es.end());
     es.erase(std::unique(es.begin(), es.end()), es.end());
     for (int32_t e : es)
-      if (!w_.experts->persists(l, e)) return;
+      if (!experts_.persists(l, e)) return;
     if (es.empty()) continue;
     if (ring < 0) ring = dev_.reserve_staged_binds(0);  // the slot count (slots grow at bind if needed)
     if (ring > 0 && binds + 3 * static_cast<int>(es.size()) > ring) return;  // layers in order: a prefix
     Prefetched& pf = prefetched_[size_t(l)];
     dev_.set_bind_mode(dev::BindMode::Staged);
     for (int32_t e : es) {
-      auto wg = w_.experts->get(l, e, staging::ExpertProj::Gate);
-      auto wu = w_.experts->get(l, e, staging::ExpertProj::Up);
-      auto wd = w_.experts->get(l, e, staging::ExpertProj::Down);
+      auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
+      auto wu = experts_.get(l, e, staging::ExpertProj::Up);
+      auto wd = experts_.get(l, e, staging::ExpertProj::Down);
       if (!wg.ok() || !wu.ok() || !wd.ok()) break;  // moe() gets it again and reports the error
       pf.experts.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
       pf.bytes.push_back(static_cast<uint64_t>(wg->out) * wg->row_bytes + static_cast<uint64_t>(wu->out) * wu->row_bytes +

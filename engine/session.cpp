@@ -73,8 +73,9 @@ Result<placement::PlanFile> read_plan(const std::string& path, const ModelOption
 /// errors (the --plan file, or the plan made at load). `host_direct`: the store serves Host experts
 /// from their slabs (StoreOptions::host_direct: the CUDA backend copies every host-homed expert at
 /// use itself, dev::BindMode::Staged; the CPU backend at tp > 1 reads them in place), so rank
-/// threads may share it at tp > 1. At tp = the plan's ranks > 1, the plan's Split layers are
-/// marked (MixedPlacement::split): their Host experts are computed split over the ranks.
+/// threads may share it at tp > 1 (NVMe experts: each rank reads its own, StoreOptions::rank_threads).
+/// At tp = the plan's ranks > 1, the plan's Split layers are marked (MixedPlacement::split): their
+/// Host and Nvme experts are computed split over the ranks.
 Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const placement::PlanFile& pf,
                              bool host_direct) {
   const placement::Plan& p = pf.plan;
@@ -107,12 +108,10 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
     mp.pinned.push_back(std::move(pinned));
   }
   mp.node_numa_id = pf.node_ids;
-  // tp > 1: the rank threads share the store; its NVMe reader and step cache are not thread-safe.
-  if (nvme && o.tp != 1)
-    return Error{f + ": the plan reads experts from NVMe, which needs --tp 1 (the NVMe tier is not yet shared "
-                 "between rank threads), found --tp " + std::to_string(o.tp)};
-  // Host experts at tp > 1 need a store the rank threads share (no staging cache).
-  DS4_CHECK(!host || host_direct || o.tp == 1);
+  // Host and NVMe experts at tp > 1 need a store the rank threads share: host experts served
+  // from their slabs (no staging cache), NVMe experts read by each rank's own reader
+  // (StoreOptions::rank_threads).
+  DS4_CHECK(!(host || nvme) || host_direct || o.tp == 1);
   if (p.ranks == o.tp && o.tp > 1) {
     for (int l = 0; l < p.n_layers; ++l) mp.split.push_back(p.mode[size_t(l)] == placement::StageMode::Split);
     if (!o.expert_placement.empty())
@@ -240,6 +239,9 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     so.host_direct = host_direct;
     // Split staging: the Host experts of the plan's Split layers in tp rank slices.
     so.ranks = std::count(ps.placement.split.begin(), ps.placement.split.end(), true) > 0 ? opts.tp : 1;
+    // tp > 1: each rank thread reads its NVMe experts (whole, or its row slices in Split layers)
+    // with its own reader and buffers (ExpertStore::for_rank).
+    so.rank_threads = std::max(1, opts.tp);
     if (m->file_.has_in_memory_tensors())
       for (const auto& layer : ps.placement.home)
         for (staging::ExpertHome h : layer)

@@ -55,8 +55,9 @@ struct ModelOptions {
   /// where the plan puts it (staging::make_mixed_expert_store: vram -> resident slab, host ->
   /// staged per step, cpu -> computed from a host slab, nvme -> read per step). Exclusive with
   /// experts_tier. The plan's GPU count must equal tp (a CPU-only plan, 0 GPUs, runs at any tp);
-  /// with tp > 1 the owners come from the plan, and a plan that stages experts (host/nvme)
-  /// needs tp = 1.
+  /// with tp > 1 the owners come from the plan, host experts are read from their slabs and each
+  /// rank reads its NVMe experts with its own reader (a Split layer's: its row slices;
+  /// engine/tensor_parallel.md).
   std::string expert_plan;
   /// Decode steps of one token run as graph regions on backends that have them (CUDA graphs,
   /// dev::Device::begin_graph; Forward::set_graphs): `--cuda-graphs on|off`. Same bits either way.

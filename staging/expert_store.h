@@ -61,6 +61,13 @@ class ExpertStore {
       return Error{"expert store: rank slice " + std::to_string(rank) + " requested, store has 1 rank"};
     return get(layer, expert, proj);
   }
+  /// The store as tensor-parallel rank `rank`'s thread uses it: every rank thread calls only its
+  /// own for_rank(r) (begin_step, get, get_rank_slice with r, end_step), from one thread at a
+  /// time. A store that keeps per-rank state (the plan-driven store's NVMe readers and step
+  /// buffers, StoreOptions::rank_threads) returns a view per rank (rank 0: itself); the default,
+  /// for stores the rank threads share as they are, returns *this. `rank` outside
+  /// [0, rank threads) is a programmer error (checked where the store has rank views).
+  virtual ExpertStore& for_rank(int rank) { return *this; }
   /// True when the engine computes (layer, expert) split over the tensor-parallel ranks (the split
   /// staging of a placement plan's Split layer, engine/tensor_parallel.md): every rank binds its
   /// get_rank_slice of each projection instead of the whole get(). Default: false (whole experts).
@@ -148,12 +155,20 @@ struct MixedPlacement {
 /// Only the slabs of Resident, Host and Cpu experts occupy host memory. Counters are atomic;
 /// stores without Nvme/NvmeCpu experts, and without Host experts unless StoreOptions::host_direct
 /// (get() then returns the Host expert's slab, counted in bytes_host_to_device per projection),
-/// may be shared by rank threads; others may not.
+/// may be shared by rank threads as they are.
+/// Rank threads (StoreOptions::rank_threads = R > 1, needs host_direct): no step cache; rank r,
+/// through for_rank(r), reads its Nvme / NvmeCpu experts with its own NvmeReader into its own
+/// step buffers (staging/nvme_rank_reader.h; valid until its next begin_step), once per (step,
+/// expert) and rank, counted in bytes_nvme_to_device / bytes_nvme_to_cpu.
 /// Split layers (MixedPlacement::split, StoreOptions::ranks = R > 1, host_direct): a Host expert's
 /// get_rank_slice(l, e, proj, r) is rows [out*r/R, out*(r+1)/R) of the projection in its slab (a
-/// contiguous view; the slab keeps the unsplit layout), counted in bytes_host_to_device.
+/// contiguous view; the slab keeps the unsplit layout), counted in bytes_host_to_device. With
+/// rank_threads = R, an Nvme expert of a split layer is rank sliced too: get_rank_slice reads rank
+/// r's rows of the three projections from the file (three contiguous ranges, once per step) with
+/// rank r's reader, counted in bytes_nvme_to_device (1/R of the expert per rank).
 /// Errors: shape mismatch (naming layer and counts), a node index outside node_numa_id, a split
-/// layer whose expert rows (gate/up: ff, down: dim) are not multiples of R, and the errors of
+/// layer whose expert rows (gate/up: ff, down: dim) are not multiples of R, rank_threads > 1 with
+/// Host experts but no host_direct, ranks > 1 other than rank_threads (> 1), and the errors of
 /// make_expert_store.
 Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,
                                                              const StoreOptions& opts);

@@ -9,6 +9,10 @@
 // bytes, nothing staged for one token is served to the next (with StoreOptions::host_direct, Host
 // experts skip the cache: the device stages the slab itself). NvmeCpu experts are read into one
 // host scratch slab per step and expert.
+// Rank threads (StoreOptions::rank_threads = R > 1, tensor parallelism): no step cache; each rank
+// reads its NVMe experts through its own NvmeRankReader (its reader and step buffers), reached
+// through for_rank(r) (rank 0: the store itself, ranks 1.. a RankView); in a split layer an Nvme
+// expert is read as the rank's row slices (get_rank_slice), like a Host expert's slab rows.
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "staging/expert_slabs.h"
 #include "staging/expert_store.h"
+#include "staging/nvme_rank_reader.h"
 #include "staging/store_options.h"
 
 namespace ds4::staging {
@@ -58,12 +63,22 @@ class MixedExpertStore final : public ExpertStore {
     return host_direct_ && p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
   }
 
-  /// A Host expert (served from its slab) of a split layer, in a store of R > 1 rank slices.
+  /// A Host expert (served from its slab) of a split layer, in a store of R > 1 rank slices; an
+  /// Nvme expert of a split layer too when the R rank threads have their readers.
   bool rank_sliced(int layer, int expert) const override {
     if (ranks_ < 2 || !host_direct_ || layer < 0 || layer >= int(p_.split.size()) || !p_.split[size_t(layer)])
       return false;
     if (expert < 0 || expert >= int(p_.home[size_t(layer)].size())) return false;
-    return p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
+    const ExpertHome h = p_.home[size_t(layer)][size_t(expert)];
+    return h == ExpertHome::Host || (h == ExpertHome::Nvme && !rank_nvme_.empty());
+  }
+
+  /// Rank 0: the store itself; rank r > 0: its view (its own NVMe reader and buffers). A store
+  /// built for one thread (rank_threads 1) is itself for every rank (shared as it is).
+  ExpertStore& for_rank(int rank) override {
+    DS4_CHECK(rank >= 0 && (rank_threads_ == 1 || rank < rank_threads_));
+    if (rank == 0 || views_.empty()) return *this;
+    return *views_[size_t(rank - 1)];
   }
 
   Result<void> init(const gguf::GgufModel& model, const StoreOptions& o) {
@@ -76,7 +91,13 @@ class MixedExpertStore final : public ExpertStore {
       return Error{"plan-driven expert store: expected split modes for " + std::to_string(NL) + " layers, found " +
                    std::to_string(p_.split.size())};
     if (o.ranks < 1) return Error{"plan-driven expert store: ranks: expected >= 1, found " + std::to_string(o.ranks)};
+    if (o.rank_threads < 1)
+      return Error{"plan-driven expert store: rank_threads: expected >= 1, found " + std::to_string(o.rank_threads)};
+    if (o.ranks > 1 && o.rank_threads > 1 && o.ranks != o.rank_threads)
+      return Error{"plan-driven expert store: expected as many rank slices as rank threads, found " +
+                   std::to_string(o.ranks) + " slices and " + std::to_string(o.rank_threads) + " threads"};
     ranks_ = o.ranks;
+    rank_threads_ = o.rank_threads;
     for (int l = 0; l < int(p_.split.size()) && ranks_ > 1; ++l) {
       if (!p_.split[size_t(l)]) continue;
       const int64_t ff = L_.tensor(l, ExpertProj::Gate).out, dim = L_.tensor(l, ExpertProj::Down).out;
@@ -101,7 +122,11 @@ class MixedExpertStore final : public ExpertStore {
       for (int e = 0; e < NE; ++e) {
         const ExpertHome h = p_.home[size_t(l)][size_t(e)];
         const int node = p_.node[size_t(l)][size_t(e)];
-        staged = staged || (h == ExpertHome::Host && !o.host_direct) || h == ExpertHome::Nvme;
+        if (h == ExpertHome::Host && !o.host_direct && o.rank_threads > 1)
+          return Error{"plan-driven expert store: " + std::to_string(o.rank_threads) +
+                       " rank threads share the store: expected host experts served from their slabs "
+                       "(host_direct), found a step cache"};
+        staged = staged || (h == ExpertHome::Host && !o.host_direct) || (h == ExpertHome::Nvme && o.rank_threads == 1);
         nvme = nvme || h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu;
         if (h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu) continue;
         if (h != ExpertHome::Resident && (node < 0 || node >= n_nodes))
@@ -145,9 +170,20 @@ class MixedExpertStore final : public ExpertStore {
       for (const gguf::Shard& s : model.shards()) paths.push_back(s.path);
       ReaderOptions ro = o.reader;
       apply_reader_env(&ro);
-      DS4_TRY(reader_, NvmeReader::open(paths, ro));
-      scratch_.assign(L_.max_slab_bytes(), 0);
+      if (o.rank_threads == 1) {
+        DS4_TRY(reader_, NvmeReader::open(paths, ro));
+        scratch_.assign(L_.max_slab_bytes(), 0);
+      } else {
+        // One reader per rank thread; together they keep the configured reads in flight (and
+        // bounce-buffer memory), each at least one.
+        ro.queue_depth = std::max(1, ro.queue_depth / o.rank_threads);
+        for (int r = 0; r < o.rank_threads; ++r) {
+          DS4_TRY(std::unique_ptr<NvmeRankReader> rr, NvmeRankReader::open(paths, ro));
+          rank_nvme_.push_back(std::move(rr));
+        }
+      }
     }
+    for (int r = 1; r < o.rank_threads; ++r) views_.push_back(std::make_unique<RankView>(*this, r));
     step_.assign(size_t(NL), 0);
     host_direct_ = o.host_direct;
     if (!staged) return ok();
@@ -163,7 +199,18 @@ class MixedExpertStore final : public ExpertStore {
     return ok();
   }
 
-  Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) override {
+  Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) override { return get_at(0, layer, expert, proj); }
+
+  /// True when (layer, expert), in range, is read from the file (Nvme, NvmeCpu).
+  bool nvme_home(int layer, int expert) const {
+    if (layer < 0 || layer >= int(p_.home.size()) || expert < 0 || expert >= int(p_.home[size_t(layer)].size()))
+      return false;
+    const ExpertHome h = p_.home[size_t(layer)][size_t(expert)];
+    return h == ExpertHome::Nvme || h == ExpertHome::NvmeCpu;
+  }
+
+  /// get() for rank thread `rank` (its NVMe reader when the store has rank readers).
+  Result<dev::WeightMatrix> get_at(int rank, int layer, int expert, ExpertProj proj) {
     if (layer < 0 || layer >= L_.n_layer())
       return Error{"expert store: layer " + std::to_string(layer) + " out of range [0, " + std::to_string(L_.n_layer()) + ")"};
     if (expert < 0 || expert >= L_.n_expert())
@@ -182,6 +229,12 @@ class MixedExpertStore final : public ExpertStore {
         }
         [[fallthrough]];
       case ExpertHome::Nvme:
+        if (h == ExpertHome::Nvme && !rank_nvme_.empty()) {  // rank threads: the rank's reader, once per step
+          uint64_t read = 0;
+          DS4_TRY(slab, rank_nvme_[size_t(rank)]->whole(L_, layer, expert, &read));
+          nvme_to_device_.add(read);
+          break;
+        }
         if (last_layer_ == layer && last_expert_ == expert && last_step_ == step_[size_t(layer)]) {
           slab = last_slab_;
         } else {
@@ -193,6 +246,12 @@ class MixedExpertStore final : public ExpertStore {
         }
         break;
       case ExpertHome::NvmeCpu:
+        if (!rank_nvme_.empty()) {
+          uint64_t read = 0;
+          DS4_TRY(slab, rank_nvme_[size_t(rank)]->whole(L_, layer, expert, &read));
+          nvme_to_cpu_.add(read);
+          break;
+        }
         if (!(scratch_layer_ == layer && scratch_expert_ == expert && scratch_step_ == step_[size_t(layer)])) {
           scratch_layer_ = -1;
           DS4_TRY_VOID(read_file(layer, expert, scratch_.data()));
@@ -231,6 +290,14 @@ class MixedExpertStore final : public ExpertStore {
     }
     if (rank < 0 || rank >= ranks_)
       return Error{"expert store: rank " + std::to_string(rank) + " out of range [0, " + std::to_string(ranks_) + ")"};
+    if (p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Nvme) {  // rank r's reader: call from r's thread
+      uint64_t read = 0;
+      DS4_TRY(auto m, rank_nvme_[size_t(rank)]->slice(L_, layer, expert, rank, ranks_, &read));
+      nvme_to_device_.add(read);
+      dev::WeightMatrix w = m[size_t(proj)];
+      w.source_persists = false;  // a step buffer, reused after the rank's next begin_step
+      return w;
+    }
     // Rows [out*r/R, out*(r+1)/R) of the projection in the expert's slab: contiguous rows.
     dev::WeightMatrix w = L_.matrix(slab_of_[size_t(layer)][size_t(expert)], layer, proj, 0);
     const int64_t r0 = w.out * rank / ranks_, r1 = w.out * (rank + 1) / ranks_;
@@ -241,7 +308,10 @@ class MixedExpertStore final : public ExpertStore {
     return w;
   }
 
-  Result<void> begin_step(int layer, std::span<const int> experts) override {
+  Result<void> begin_step(int layer, std::span<const int> experts) override { return begin_step_at(0, layer, experts); }
+
+  /// begin_step() of rank thread `rank`: its NVMe buffers of the previous step may be reused.
+  Result<void> begin_step_at(int rank, int layer, std::span<const int> experts) {
     if (layer < 0 || layer >= L_.n_layer())
       return Error{"expert store: begin_step layer " + std::to_string(layer) + " out of range"};
     std::vector<int> staged;
@@ -259,6 +329,7 @@ class MixedExpertStore final : public ExpertStore {
         case ExpertHome::NvmeCpu: act_[3].add(1); break;
       }
     }
+    if (!rank_nvme_.empty()) rank_nvme_[size_t(rank)]->begin_step();
     if (!cache_ && !reader_) return ok();  // rank threads may share a store of Resident/Cpu experts
     ++step_[size_t(layer)];
     if (cache_) cache_->begin_step(layer, staged);
@@ -286,6 +357,12 @@ class MixedExpertStore final : public ExpertStore {
     c.act_cpu = act_[2].get();
     c.act_nvme = act_[3].get();
     add_cache_and_reader_counters(&c, cache_.get(), reader_.get());
+    if (!rank_nvme_.empty()) {
+      std::vector<ReaderCounters> parts;
+      for (const auto& r : rank_nvme_) parts.push_back(r->counters());
+      c.has_reader = true;
+      c.reader = merge_reader_counters(parts);
+    }
     return c;
   }
 
@@ -312,6 +389,34 @@ class MixedExpertStore final : public ExpertStore {
     return ok();
   }
 
+  /// The store as rank thread `rank` (> 0) uses it: every call forwarded with the rank.
+  class RankView final : public ExpertStore {
+   public:
+    RankView(MixedExpertStore& s, int rank) : s_(s), rank_(rank) {}
+    Result<dev::WeightMatrix> get(int layer, int expert, ExpertProj proj) override {
+      return s_.get_at(rank_, layer, expert, proj);
+    }
+    int expert_count() const override { return s_.expert_count(); }
+    Result<uint64_t> matrix_bytes(int layer, ExpertProj proj) const override { return s_.matrix_bytes(layer, proj); }
+    bool stable(int layer, int expert) const override { return s_.stable(layer, expert); }
+    bool persists(int layer, int expert) const override { return s_.persists(layer, expert); }
+    /// `rank` must be this view's rank for an Nvme expert (its reader); checked.
+    Result<dev::WeightMatrix> get_rank_slice(int layer, int expert, ExpertProj proj, int rank) override {
+      DS4_CHECK(rank == rank_ || !s_.rank_sliced(layer, expert) || !s_.nvme_home(layer, expert));
+      return s_.get_rank_slice(layer, expert, proj, rank);
+    }
+    bool rank_sliced(int layer, int expert) const override { return s_.rank_sliced(layer, expert); }
+    Result<void> begin_step(int layer, std::span<const int> experts) override {
+      return s_.begin_step_at(rank_, layer, experts);
+    }
+    void end_step(int layer) override { s_.end_step(layer); }
+    StagingCounters counters() const override { return s_.counters(); }
+
+   private:
+    MixedExpertStore& s_;
+    int rank_;
+  };
+
   MixedPlacement p_;
   ExpertLayout L_;
   std::vector<uint64_t> data_bytes_;                 // [layer] bytes of real data per slab
@@ -323,6 +428,9 @@ class MixedExpertStore final : public ExpertStore {
   std::unique_ptr<ExpertCache> cache_;
   bool host_direct_ = false;                         // StoreOptions::host_direct
   int ranks_ = 1;                                    // StoreOptions::ranks: rank slices of split layers
+  int rank_threads_ = 1;                             // StoreOptions::rank_threads
+  std::vector<std::unique_ptr<NvmeRankReader>> rank_nvme_;  // [rank] rank_threads > 1 with NVMe experts
+  std::vector<std::unique_ptr<RankView>> views_;     // [rank - 1] for_rank(1..)
   std::vector<uint64_t> step_;                       // [layer] steps begun (staged/scratch validity)
   std::vector<uint8_t> scratch_;                     // NvmeCpu host buffer
   int scratch_layer_ = -1, scratch_expert_ = -1;

@@ -14,6 +14,9 @@ struct StoreOptions {
   int ranks = 1;                          // rank slices per slab (rows split by output row); the
                                           // plan-driven store: R of a plan's Split layers (the
                                           // slabs keep the unsplit layout, slices are row views)
+  int rank_threads = 1;                   // make_mixed_expert_store: tensor-parallel rank threads
+                                          // sharing the store (ExpertStore::for_rank); R > 1 gives
+                                          // each rank its own NVMe reader and step buffers
   uint64_t slab_align = 4096;             // slab size multiple (bytes)
   bool pin = true;                        // host tier: pin slabs where the limits allow
   uint64_t max_pin_chunk = kMaxPinChunk;  // largest single registration

@@ -45,12 +45,14 @@ inline char tier_of(int l, int e) { return "VHP"[(l + e) % 3]; }
 /// expert's rank, whole-expert staging (split staging in the layers where `split(l)` is true, when
 /// given), into test::scratch_dir(`scratch`)/plan.json; returns the path. The prediction fields are zeros (the tests compute the bookkeeping themselves), or, when
 /// `prediction` is given, its vram / link per rank, cpu total and nvme bytes per token and
-/// `decode_tok_s` (what bench prints beside its measurement).
+/// `decode_tok_s` (what bench prints beside its measurement). `tier(l, e)`, when given, replaces
+/// tier_of with any plan tier character (V, H, P, C, N: NVMe staged, M: NVMe then CPU).
 inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& expert_bytes, int ranks,
                               const std::function<int(int, int)>& owner, const std::string& scratch,
                               const std::vector<double>* vram = nullptr, const std::vector<double>* link = nullptr,
                               double cpu = 0, double nvme = 0, double decode_tok_s = 0,
-                              const std::function<bool(int)>& split = {}) {
+                              const std::function<bool(int)>& split = {},
+                              const std::function<char(int, int)>& tier = {}) {
   using nlohmann::json;
   const std::vector<double> zeros(size_t(ranks), 0.0);
   json j{{"format", "ds4-placement-plan"}, {"version", 1}, {"policy", "test"}, {"ranks", ranks},
@@ -64,7 +66,7 @@ inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& 
     std::string tiers;
     std::vector<int> owners;
     for (int e = 0; e < c.n_expert; ++e) {
-      tiers += tier_of(l, e);
+      tiers += tier ? tier(l, e) : tier_of(l, e);
       owners.push_back(owner(l, e));
     }
     j["layers"].push_back({{"layer", l}, {"mode", split && split(l) ? "split" : "whole"}, {"expert_bytes", expert_bytes[size_t(l)]}, {"tier", tiers},

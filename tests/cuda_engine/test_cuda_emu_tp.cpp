@@ -15,6 +15,10 @@
 //   every rank from its row slices, h all-gathered), tp 2 (Q8_1 activations) and 4 (F32): tokens
 //   and every step's logits bits equal the CPU backend's; each rank's copy engine moved exactly
 //   its plan link bytes (1/R of every split expert, whole experts of whole layers by their owner).
+// - NVMe experts at tp 2 (tiers V / H / N, the split layers as above: each rank reads its row
+//   slices of a split NVMe expert with its own reader, whole layers' NVMe experts are read by
+//   their owner): tokens and logits bits equal the CPU backend's, each rank's copy engine moved its
+//   plan link bytes, and the store's bytes_nvme_to_device equal the plan's NVMe bytes.
 // - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
 #include <gtest/gtest.h>
 
@@ -125,6 +129,7 @@ struct GenRun {
   DeviceTierTraffic tiers;                       // decode-step differences, summed over ranks
   std::vector<RankDeviceCounters> ranks;         // [rank] Model::rank_device_counters differences
   WeightTraffic traffic;                         // decode-step differences
+  uint64_t nvme_to_device = 0;                   // the store's bytes_nvme_to_device, decode steps
   ModelConfig config;
   bool has_plan = false;  // the model carried a plan file
   double seconds = 0;
@@ -148,7 +153,9 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan, Act
     DeviceTierTraffic d0;
     std::vector<RankDeviceCounters> k0;
     WeightTraffic w0;
+    uint64_t n0 = 0;
     emu_test::greedy(s, prompt(), kGen, &r.trace, r.tokens, r.logits, [&] {
+      n0 = m->expert_counters().bytes_nvme_to_device;
       for (int k = 0; k < tp; ++k) t0r.push_back(m->device(k).weight_tier_bytes());
       d0 = m->device_tier_traffic();
       k0 = m->rank_device_counters();
@@ -171,6 +178,7 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan, Act
     }
     r.tiers = {d1.device_resident - d0.device_resident, d1.staged - d0.staged, d1.host - d0.host,
                d1.h2d_staged - d0.h2d_staged};
+    r.nvme_to_device = m->expert_counters().bytes_nvme_to_device - n0;
     const WeightTraffic w1 = s.weight_traffic();
     r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts, {}};
     for (size_t k = 0; k < w1.staged_by_rank.size() && k < w0.staged_by_rank.size(); ++k)
@@ -204,7 +212,12 @@ int interleaved_owner(int l, int e, int R) { return (l + e / 2) % R; }
 /// experts are bound at the step's start, layer 1's split ones in its MoE).
 bool split_layer(int l) { return l % 2 == 1 || l == 4; }
 
-std::string plan_for(int tp, bool split = false) {
+/// Tiers of the NVMe plans: V (VRAM), H (pinned host), N (NVMe, staged) in turn.
+char nvme_tier(int l, int e) { return "VHN"[(l + e) % 3]; }
+
+/// The staged plan for `tp` ranks (split_layer's layers Split when `split`; tiers V / H / P, or
+/// V / H / N when `nvme`).
+std::string plan_for(int tp, bool split = false, bool nvme = false) {
   const std::string model = test::tiny_gguf().string();
   ModelOptions o;
   o.backend = "cpu";
@@ -214,8 +227,10 @@ std::string plan_for(int tp, bool split = false) {
   const ModelConfig& c = (*m)->config();
   return emu_test::write_plan(c, emu_test::expert_bytes_from_header(model, c.n_layer), tp,
                               [tp](int l, int e) { return interleaved_owner(l, e, tp); },
-                              std::string(split ? "cuda_emu_tp_split_" : "cuda_emu_tp_") + std::to_string(tp),
-                              nullptr, nullptr, 0, 0, 0, split ? split_layer : std::function<bool(int)>{});
+                              std::string(nvme ? "cuda_emu_tp_nvme_" : split ? "cuda_emu_tp_split_" : "cuda_emu_tp_") +
+                                  std::to_string(tp),
+                              nullptr, nullptr, 0, 0, 0, split ? split_layer : std::function<bool(int)>{},
+                              nvme ? nvme_tier : std::function<char(int, int)>{});
 }
 
 void check_resident(int tp) {
@@ -235,12 +250,12 @@ void check_resident(int tp) {
               double(r.tiers.device_resident) / (kGen - 1));
 }
 
-/// Runs tp `tp` with the staged plan (split staging in split_layer's layers when `split`) and
-/// activations `act`; checks tokens, logits bits and bytes against the CPU backend's run at `act`;
-/// returns the run (seed checks).
-GenRun check_staged(int tp, bool split = false, Activations act = Activations::F32) {
+/// Runs tp `tp` with the staged plan (split staging in split_layer's layers when `split`; NVMe
+/// experts instead of pageable host ones when `nvme`) and activations `act`; checks tokens, logits
+/// bits and bytes against the CPU backend's run at `act`; returns the run (seed checks).
+GenRun check_staged(int tp, bool split = false, Activations act = Activations::F32, bool nvme = false) {
   const GenRun& cpu = cpu_run(tp, act);
-  const std::string plan = plan_for(tp, split);
+  const std::string plan = plan_for(tp, split, nvme);
   GenRun r = generate("cuda", tp, plan, act);
   EXPECT_TRUE(r.has_plan) << "expected the model to carry the --plan file";
   if (!r.has_plan) return r;
@@ -265,6 +280,24 @@ GenRun check_staged(int tp, bool split = false, Activations act = Activations::F
     whole.mode.assign(whole.mode.size(), placement::StageMode::Whole);
     EXPECT_NE(placement::plan_bytes_for_routing(whole, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu)).link,
               b.link);
+  }
+  if (nvme) {  // the store's NVMe bytes: the plan's link bytes of its N experts alone
+    placement::Plan n = pf->plan;
+    for (int l = 0; l < n.n_layers; ++l)
+      for (int e = 0; e < int(n.experts[size_t(l)].size()); ++e)
+        if (nvme_tier(l, e) != 'N') n.experts[size_t(l)][size_t(e)].tier = placement::Tier::Vram;
+    const placement::TierBytes bn =
+        placement::plan_bytes_for_routing(n, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu));
+    EXPECT_GT(bn.nvme, 0) << "expected the routing to reach NVMe experts";
+    EXPECT_EQ(double(r.nvme_to_device), bn.nvme) << "tp " << tp << ": bytes_nvme_to_device";
+    EXPECT_EQ(b.nvme, bn.nvme);
+    if (split) {
+      placement::Plan whole = n;
+      whole.mode.assign(whole.mode.size(), placement::StageMode::Whole);
+      EXPECT_NE(placement::plan_bytes_for_routing(whole, eb, 1, std::vector<int>(size_t(tp), 0), decode_routes(cpu)).link,
+                bn.link)
+          << "expected the routing to reach split NVMe experts";
+    }
   }
   EXPECT_EQ(double(cpu.traffic.routed_experts), b.vram_total() + b.link_total()) << "the CPU run vs its routing";
   const double dense = double(cpu.traffic.total - cpu.traffic.routed_experts);
@@ -307,8 +340,8 @@ GenRun check_staged(int tp, bool split = false, Activations act = Activations::F
   EXPECT_EQ(sum.device_resident, r.tiers.device_resident);
   EXPECT_EQ(sum.staged, r.tiers.staged);
   EXPECT_EQ(sum.h2d_staged, r.tiers.h2d_staged);
-  std::printf("  tp %d staged%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
-              split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", r.seconds,
+  std::printf("  tp %d staged%s%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
+              split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", nvme ? ", nvme" : "", r.seconds,
               double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
   return r;
 }
@@ -337,6 +370,13 @@ TEST(CudaEmuTp, Tp2SplitStagingQ8GivesTheCpuBitsAndThePlansBytes) {
 TEST(CudaEmuTp, Tp4SplitStagingGivesTheCpuBitsAndThePlansBytes) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
   check_staged(4, true);
+}
+
+// NVMe experts (a third of them, staged; whole in layers 0 and 2, rank row slices read by each
+// rank's own reader in the split layers): the CPU backend's bits, the plan's bytes per rank.
+TEST(CudaEmuTp, Tp2NvmeExpertsGiveTheCpuBitsAndThePlansBytes) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  check_staged(2, true, Activations::F32, true);
 }
 
 // tp 4 staged, under two emulator seeds (the random interleaving of streams and the start delays
