@@ -367,6 +367,52 @@ DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float
   for (int k = 0; k < K; ++k) out[k] = butterfly_z(lo[k], hi[k]);
 }
 
+/// out[r * 4 + k] = dot(decode(w[r]), x[k]) for r < 2, k < 4: shared_w_z<L, 4> on two rows at
+/// once, so each chunk's activation vectors are loaded once for both rows (prefill was bound by
+/// those loads: eight per chunk per row). Every output's FMA sequence and butterfly are
+/// shared_w_z's, so the bits are the same.
+template <class L>
+DS4_T5 void shared_wx_z(const uint8_t* const* w, const float* const* x, int64_t n, float* out) {
+  constexpr int R = 2, K = 4;
+  __m512 lo[R][K], hi[R][K];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm512_setzero_ps();
+  auto chunk = [&](const uint8_t* const* wr, int64_t wi, const float* const* xp) DS4_T5 {
+    __m512 wv[R][2];
+    for (int r = 0; r < R; ++r) z32<L>(wr[r], wi, wv[r]);
+    #pragma GCC unroll 4  // keep the R x K accumulators in registers (a rolled loop spills them)
+    for (int k = 0; k < K; ++k) {
+      const __m512 x0 = _mm512_loadu_ps(xp[k]), x1 = _mm512_loadu_ps(xp[k] + 16);
+      for (int r = 0; r < R; ++r) {
+        lo[r][k] = _mm512_fmadd_ps(wv[r][0], x0, lo[r][k]);
+        hi[r][k] = _mm512_fmadd_ps(wv[r][1], x1, hi[r][k]);
+      }
+    }
+  };
+  int64_t i = 0;
+  for (; i + kL <= n; i += kL) {
+    const float* xp[K];
+    for (int k = 0; k < K; ++k) xp[k] = x[k] + i;
+    chunk(w, i, xp);
+  }
+  if (i < n) {
+    if constexpr (L::kBlock == 1) {
+      alignas(64) uint8_t wbuf[R][kL * 4];
+      alignas(64) float xbuf[K][kL];
+      const uint8_t* wp[R];
+      for (int r = 0; r < R; ++r) {
+        pad_tail<L, K>(w[r], x, i, n, wbuf[r], xbuf);
+        wp[r] = wbuf[r];
+      }
+      const float* xp[K];
+      for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
+      chunk(wp, 0, xp);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < K; ++k) out[r * K + k] = butterfly_z(lo[r][k], hi[r][k]);
+}
+
 /// out[k] = dot(decode(w[k]), x) for k < K (K <= 4).
 template <class L, int K>
 DS4_T5 void shared_x_z(const uint8_t* const* w, const float* x, int64_t n, float* out) {
@@ -519,6 +565,17 @@ void dot_row_f32_x4(GgmlType type, const void* w_row, const float* const* x, int
   const float* wd = decoded(type, w_row, n, 0);
   if (fam() != Fam::Scalar) return dot_f32_x4(wd, x, n, out);
   for (int k = 0; k < 4; ++k) out[k] = quant::dot_f32_ref(wd, x[k], n);
+}
+
+bool has_rows2_f32_x4(GgmlType type) { return fused_family(type, fam()) == Fam::Avx512; }
+
+void dot_rows2_f32_x4(GgmlType type, const void* const* w_rows, const float* const* x, int64_t n, float* out) {
+  if (!has_rows2_f32_x4(type)) {
+    for (int r = 0; r < 2; ++r) dot_row_f32_x4(type, w_rows[r], x, n, out + 4 * r);
+    return;
+  }
+  const auto* const* w = reinterpret_cast<const uint8_t* const*>(w_rows);
+  with_loader(type, [&](auto l) { shared_wx_z<decltype(l)>(w, x, n, out); });
 }
 
 void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int64_t n, float* out) {

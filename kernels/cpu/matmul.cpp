@@ -67,7 +67,8 @@ void matmul_rows_mmq(MmqFn fn, MmqDecodeFn decode, const WRows& w, const MmqToke
 void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows& y, int64_t r0, int64_t r1) {
   const int64_t in = w.in;
   // F32 path, in blocks of up to 16 weight rows held in cache while every token passes; 4 tokens
-  // per pass share each weight load (x4), fewer than 4 take 4 rows per pass (rows4). Types with a
+  // per pass share each weight load (x4; in the AVX-512 family two rows per pass, rows2, so the
+  // tokens' activation loads are shared too), fewer than 4 take 4 rows per pass (rows4). Types with a
   // fused decode + dot here (has_fused_dot_f32: F32/F16/BF16/Q8_0/MXFP4/NVFP4/NVFP4_S2/Q2_K/
   // IQ2_XXS/IQ2_XS/IQ1_S/IQ1_M in every SIMD family, F8_E4M3_R128 on AVX-512) are read in place
   // (dot_f32_wide.cpp, dot_f32_superblocks.inc); other types (Q4_0, Q4_K, Q6_K, IQ2_S) are
@@ -78,6 +79,7 @@ void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows&
   thread_local std::vector<float> rows;
   const bool fused = has_fused_dot_f32(w.type);
   const GgmlType wt = fused ? w.type : GgmlType::F32;
+  const bool rows2 = has_rows2_f32_x4(wt);
   for (int64_t a = r0; a < r1; a += kBlock) {
     const int64_t m = std::min(r1, a + kBlock) - a;
     const void* wr[kBlock];
@@ -94,7 +96,18 @@ void matmul_rows_f32(const WRows& w, const F32Rows& x, int64_t n, const F32Rows&
     int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
       const float* xs[4] = {x.row(t), x.row(t + 1), x.row(t + 2), x.row(t + 3)};
-      for (int64_t k = 0; k < m; ++k) {
+      int64_t k = 0;
+      if (rows2) {  // two rows per pass: the tokens' activation loads shared by both
+        for (; k + 2 <= m; k += 2) {
+          float o[8];
+          dot_rows2_f32_x4(wt, wr + k, xs, in, o);
+          for (int q = 0; q < 4; ++q) {
+            tile[q][k] = o[q];
+            tile[q][k + 1] = o[4 + q];
+          }
+        }
+      }
+      for (; k < m; ++k) {
         float o[4];
         dot_row_f32_x4(wt, wr[k], xs, in, o);
         for (int q = 0; q < 4; ++q) tile[q][k] = o[q];

@@ -64,6 +64,13 @@ bool can_dot_row_f32(GgmlType type);
 float dot_row_f32(GgmlType type, const void* w_row, const float* x, int64_t n);
 /// out[k] = dot_row_f32(type, w_row, x[k], n) for k < 4 (one weight read for four tokens).
 void dot_row_f32_x4(GgmlType type, const void* w_row, const float* const* x, int64_t n, float* out);
+/// True when dot_rows2_f32_x4 has its own kernel for `type` on this CPU (the AVX-512 family's
+/// fused types); elsewhere it calls dot_row_f32_x4 twice (same results, no gain).
+bool has_rows2_f32_x4(GgmlType type);
+/// out[r * 4 + k] = dot_row_f32(type, w_rows[r], x[k], n) for r < 2, k < 4, bit for bit: two
+/// weight rows against four tokens, each activation vector loaded once for both rows. `type`
+/// must satisfy can_dot_row_f32 (checked by the fallback).
+void dot_rows2_f32_x4(GgmlType type, const void* const* w_rows, const float* const* x, int64_t n, float* out);
 /// out[k] = dot_row_f32(type, w_rows[k], x, n) for k < 4.
 void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int64_t n, float* out);
 

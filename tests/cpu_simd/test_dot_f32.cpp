@@ -136,9 +136,13 @@ TEST(DotF32, FusedF32F16Bf16RowsEqualDecodeThenReference) {
         float x4[4], r4[4];
         cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
         cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        float x8[8];
+        cpu::dot_rows2_f32_x4(type, wp + 2, xp, n, x8);  // rows 2, 3 against all four tokens
         for (int k = 0; k < 4; ++k) {
           EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
           EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+          EXPECT_EQ(bits(x8[k]), bits(quant::dot_f32_ref(wd[2].data(), xp[k], n))) << "rows2 row 0 token " << k;
+          EXPECT_EQ(bits(x8[4 + k]), bits(quant::dot_f32_ref(wd[3].data(), xp[k], n))) << "rows2 row 1 token " << k;
         }
       }
     }
@@ -207,9 +211,13 @@ TEST(DotF32, FusedBlockRowsEqualDecodeThenReference) {
         float x4[4], r4[4];
         cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
         cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        float x8[8];
+        cpu::dot_rows2_f32_x4(type, wp + 2, xp, n, x8);  // rows 2, 3 against all four tokens
         for (int k = 0; k < 4; ++k) {
           EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
           EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+          EXPECT_EQ(bits(x8[k]), bits(quant::dot_f32_ref(wd[2].data(), xp[k], n))) << "rows2 row 0 token " << k;
+          EXPECT_EQ(bits(x8[4 + k]), bits(quant::dot_f32_ref(wd[3].data(), xp[k], n))) << "rows2 row 1 token " << k;
         }
       }
     }
@@ -316,9 +324,13 @@ TEST(DotF32, FusedSuperBlockRowsEqualDecodeThenReference) {
         float x4[4], r4[4];
         cpu::dot_row_f32_x4(type, wp[1], xp, n, x4);
         cpu::dot_rows4_f32(type, wp, xp[2], n, r4);
+        float x8[8];
+        cpu::dot_rows2_f32_x4(type, wp + 2, xp, n, x8);  // rows 2, 3 against all four tokens
         for (int k = 0; k < 4; ++k) {
           EXPECT_EQ(bits(x4[k]), bits(quant::dot_f32_ref(wd[1].data(), xp[k], n))) << k;
           EXPECT_EQ(bits(r4[k]), bits(quant::dot_f32_ref(wd[size_t(k)].data(), xp[2], n))) << k;
+          EXPECT_EQ(bits(x8[k]), bits(quant::dot_f32_ref(wd[2].data(), xp[k], n))) << "rows2 row 0 token " << k;
+          EXPECT_EQ(bits(x8[4 + k]), bits(quant::dot_f32_ref(wd[3].data(), xp[k], n))) << "rows2 row 1 token " << k;
         }
       }
     }
