@@ -73,10 +73,12 @@ CLI::App* setup(CLI::App& app) {
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
   add_sampling_options(s, args.sampling, &args.random_seed);
   s->add_option("--plan-report", args.plan_report,
-                "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
+                "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file")
+      ->check(non_empty("a file path"));
   s->add_option("--routing-out", args.routing_out,
                 "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
-                "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)");
+                "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)")
+      ->check(non_empty("a file path"));
   s->add_option("--routing-format", args.routing_format,
                 "--routing-out format: ds4, or sglang (SGLang's --init-expert-location JSON, logical_count)")
       ->capture_default_str()
