@@ -58,9 +58,7 @@ struct PlanSetup {
 /// expert sizes against the model file (see ModelOptions::expert_plan).
 Result<placement::PlanFile> read_plan(const std::string& path, const ModelOptions& o, const ModelConfig& c,
                                       const gguf::GgufModel& file) {
-  const std::string& f = o.expert_plan;
-  if (!o.experts_tier.empty())
-    return Error{path + ": expert plan " + f + " and --experts-tier " + o.experts_tier + ": expected one of them"};
+  const std::string& f = o.expert_plan;  // --experts-tier as well: refused before (Dsv4Model::open)
   DS4_TRY(placement::PlanFile pf, placement::read_plan_file(f, c.n_layer, c.n_expert, c.n_expert_used));
   // Same shape, other expert type: the plan's byte sizes say so (placement/gguf_sizes.h counts
   // them as `plan -m` did).
@@ -200,12 +198,17 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   DS4_TRY(m->weights_, bind_weights(m->file_, m->config_));
   if (!opts.experts_tier.empty()) {
     // --experts-tier: every routed expert from one staging tier (staging/expert_store.h). The
-    // caching stores hand out slots per call, so they are used by one rank thread only.
+    // tier's store is made for one thread, so it is used at tp 1 only. The name is checked first
+    // (a misspelt tier is named as such at any tp), then a --plan given as well.
+    DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
+    if (!opts.expert_plan.empty())
+      return Error{path + ": expert plan " + opts.expert_plan + " and --experts-tier " + opts.experts_tier +
+                   ": expected one of them"};
     if (opts.tp != 1)
       return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
-                   ": expected tp=1 (its caching store is not yet shared between rank threads; with --backend cuda, a --plan "
-                          "may stage experts from host memory at tp > 1)"};
-    DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
+                   ": expected tp=1 (its store is used by one rank thread only; a --plan made for " +
+                   std::to_string(opts.tp) + " ranks, `plan --hw` with a profile of " + std::to_string(opts.tp) +
+                   " GPUs, stages experts from host memory or NVMe at tp > 1)"};
     if (tier == staging::ExpertTier::Nvme && m->file_.has_in_memory_tensors())
       return Error{path + ": --experts-tier nvme reads experts from the model file, but this checkpoint's experts are "
                           "repacked in memory at load; expected a GGUF (ds4-offload convert --to gguf)"};

@@ -291,6 +291,14 @@ Result<void> check_gguf_output(const std::string& path, const char* option) {
   return ok();
 }
 
+CLI::Validator non_empty(const std::string& expected) {
+  return CLI::Validator(
+      [expected](std::string& v) {
+        return v.empty() ? "expected " + expected + ", found an empty string" : std::string();
+      },
+      "");
+}
+
 void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   auto* m = s->add_option("-m,--model", a.model,
                           which.model_required ? "Model: a GGUF (a file, or any shard NAME-0000k-of-0000n.gguf of a split set) or an "
@@ -330,11 +338,13 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
-                  "read from the GGUF mapping)");
+                  "read from the GGUF mapping)")
+        ->check(non_empty("resident, host or nvme"));
   if (which.plan)
     s->add_option("--plan", a.plan,
                   "Placement plan (`ds4-offload plan --json`): each routed expert resident, staged from host memory, "
-                  "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted");
+                  "computed on the CPU or read from NVMe as the plan says; bytes per tier are counted")
+        ->check(non_empty("a plan file"));
   if (which.ctx_size)
     s->add_option("-c,--ctx-size,--ctx", a.ctx_size,
                   which.ctx_help != nullptr

@@ -76,6 +76,12 @@ struct ModelOptionSet {
 /// runtime does instead). Help texts and defaults are the same in every subcommand.
 void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which);
 
+/// CLI11 check of an option whose value names something (a file, a tier): an empty value
+/// (`--plan "$UNSET"`) is refused with "expected `expected`, found an empty string" instead of
+/// being read as the option left out (which silently ran without the plan, or `plan --hw ""`
+/// profiled this machine).
+CLI::Validator non_empty(const std::string& expected);
+
 /// The context length a command uses: -c/--ctx-size when given (error above the model's
 /// context_length), else the model's context_length capped at `default_cap` tokens (memory per
 /// token grows with context). Prints the effective value and its source (stderr).

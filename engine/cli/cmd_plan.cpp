@@ -104,11 +104,14 @@ CLI::Option* probe_decode_option = nullptr;  // to refuse --probe-decode without
 CLI::App* setup(CLI::App& app) {
   auto* s = app.add_subcommand("plan", "Plan expert placement for a model, quant mix and machine; print a dry run "
                                        "with predicted tok/s next to baseline policies");
-  s->add_option("-m,--model", args.model, "GGUF model (or any shard of a split set), or a safetensors checkpoint folder, to read shape and tensor sizes from");
+  s->add_option("-m,--model", args.model, "GGUF model (or any shard of a split set), or a safetensors checkpoint folder, to read shape and tensor sizes from")
+      ->check(non_empty("a model file"));
   s->add_option("--model-config", args.model_config,
-                "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape");
+                "Model config JSON (HF or DeepSeek reference keys); default: built-in DeepSeek-V4-Flash shape")
+      ->check(non_empty("a model config file"));
   s->add_option("--quant-mix", args.quant_mix, "Quant mix without -m: ds4-q2, iq1_m, mxfp4, q4_k");
-  s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine");
+  s->add_option("--hw", args.hw, "Hardware profile JSON (configs/hw/*.json); default: discover this machine")
+      ->check(non_empty("a hardware profile file"));
   ctx_option = s->add_option("-c,--ctx-size,--ctx", args.ctx,
                              "Context length the KV/state budget is sized for (tokens); default 32768, or the "
                              "model's context_length when that is shorter")
@@ -116,7 +119,8 @@ CLI::App* setup(CLI::App& app) {
                    ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   chunk_option = s->add_option("--chunk", args.chunk, "Prefill chunk (tokens); default 2048 or -c/--ctx-size if shorter")
       ->default_val(args.chunk)->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1 or v2, from `calibrate` or `run --routing-out`)");
+  s->add_option("--stats", args.stats, "Routing statistics JSON (ds4-routing-stats v1 or v2, from `calibrate` or `run --routing-out`)")
+      ->check(non_empty("a routing statistics file"));
   prior_option = s->add_option("--prior", args.prior, "Routing prior without --stats: uniform or zipf")
       ->default_val(args.prior)->check(CLI::IsMember({"uniform", "zipf"}));
   zipf_option = s->add_option("--zipf-s", args.zipf_s, "Zipf exponent of --prior zipf")->default_val(args.zipf_s)
@@ -125,11 +129,13 @@ CLI::App* setup(CLI::App& app) {
       ->default_val(args.samples)->check(CLI::Range(1, 1 << 20));
   add_seed_option(s, args.seed, "Seed of the routing samples (0 .. 2^64-1)");
   s->add_flag("--dry-run", args.dry_run, "Print the budget, tier and prediction tables");
-  s->add_option("--json", args.json, "Write the plan file (format in placement/plan_report.h)");
+  s->add_option("--json", args.json, "Write the plan file (format in placement/plan_report.h)")
+      ->check(non_empty("a file path"));
   s->add_option("--policy", args.policy, "Policy written by --json: planner, pocketllm-like, frequency-greedy, all-cpu")
       ->default_val(args.policy)
       ->check(CLI::IsMember({"planner", "pocketllm-like", "frequency-greedy", "all-cpu"}));
-  s->add_option("--write-profile", args.write_profile, "Write the hardware profile used (e.g. the discovered one)");
+  s->add_option("--write-profile", args.write_profile, "Write the hardware profile used (e.g. the discovered one)")
+      ->check(non_empty("a file path"));
   s->add_flag("--probe", args.probe,
               "Measure this machine (memory read/memcpy per NUMA node, NVMe file read, H2D per GPU and node) "
               "instead of --hw");

@@ -73,10 +73,12 @@ CLI::App* setup(CLI::App& app) {
   s->add_flag("--think", args.think, "With --chat: thinking mode (the reply opens with <think>)");
   add_sampling_options(s, args.sampling, &args.random_seed);
   s->add_option("--plan-report", args.plan_report,
-                "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file");
+                "With --plan: write measured vs predicted decode bytes per token per tier as JSON to this file")
+      ->check(non_empty("a file path"));
   s->add_option("--routing-out", args.routing_out,
                 "Write the router's choices of the DECODE tokens (prefill excluded) as routing statistics "
-                "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)");
+                "(ds4-routing-stats v2 with every decode token's route, the format of `calibrate`)")
+      ->check(non_empty("a file path"));
   s->add_option("--routing-format", args.routing_format,
                 "--routing-out format: ds4, or sglang (SGLang's --init-expert-location JSON, logical_count)")
       ->capture_default_str()
@@ -117,17 +119,24 @@ int report_plan(const char* cmd, const placement::PlanFile& pf, const staging::S
       {"nvme (read)", m.nvme / n, pf.predicted.nvme, own.nvme / n},
   };
   auto ratio = [](double a, double b) { return b > 0 ? a / b : (a == 0 ? 1.0 : 0.0); };
-  std::fprintf(stderr, "\n%s: plan %s (rule %s): routed-expert bytes per decode token over %d decode steps\n", cmd,
-               args.model.plan.c_str(), pf.rule.c_str(), steps);
-  std::fprintf(stderr, "%s:   %-22s %12s %14s %7s %16s %7s\n", cmd, "tier", "measured", "plan (stats)", "ratio",
-               "plan (this run)", "ratio");
-  for (const Row& r : rows)
-    std::fprintf(stderr, "%s:   %-22s %12.1f %14.1f %7.3f %16.1f %7.3f\n", cmd, r.name, r.measured, r.stats,
-                 ratio(r.measured, r.stats), r.own, ratio(r.measured, r.own));
   const uint64_t av = c1.act_vram - c0.act_vram, ah = c1.act_host - c0.act_host, ac = c1.act_cpu - c0.act_cpu,
                  an = c1.act_nvme - c0.act_nvme;
-  std::fprintf(stderr, "%s:   expert-steps per decode token: vram %.2f, host %.2f, cpu %.2f, nvme %.2f (plan routing: %s)\n",
-               cmd, double(av) / n, double(ah) / n, double(ac) / n, double(an) / n, pf.routing.c_str());
+  if (steps == 0) {
+    // No decode step (an end of sequence or a full context right after the prefill's token):
+    // nothing measured, so no table of zeros and 0.000 ratios; a report says decode_steps 0.
+    std::fprintf(stderr, "\n%s: plan %s: no decode steps, so no bytes per decode token to compare with the plan\n", cmd,
+                 args.model.plan.c_str());
+  } else {
+    std::fprintf(stderr, "\n%s: plan %s (rule %s): routed-expert bytes per decode token over %d decode steps\n", cmd,
+                 args.model.plan.c_str(), pf.rule.c_str(), steps);
+    std::fprintf(stderr, "%s:   %-22s %12s %14s %7s %16s %7s\n", cmd, "tier", "measured", "plan (stats)", "ratio",
+                 "plan (this run)", "ratio");
+    for (const Row& r : rows)
+      std::fprintf(stderr, "%s:   %-22s %12.1f %14.1f %7.3f %16.1f %7.3f\n", cmd, r.name, r.measured, r.stats,
+                   ratio(r.measured, r.stats), r.own, ratio(r.measured, r.own));
+    std::fprintf(stderr, "%s:   expert-steps per decode token: vram %.2f, host %.2f, cpu %.2f, nvme %.2f (plan routing: %s)\n",
+                 cmd, double(av) / n, double(ah) / n, double(ac) / n, double(an) / n, pf.routing.c_str());
+  }
   if (args.plan_report.empty()) return 0;
   nlohmann::json j;
   j["plan"] = args.model.plan;
@@ -165,6 +174,9 @@ int run() {
     if (auto w = check_output_writable(out, opt); !w) return fail(cmd, w.error().message);
   if (!args.routing_out.empty() && args.n_predict >= 0 && args.n_predict < 2)
     return fail(cmd, "--routing-out records decode tokens: expected -n 2 or more, found -n " +
+                         std::to_string(args.n_predict));
+  if (!args.plan_report.empty() && args.n_predict >= 0 && args.n_predict < 2)
+    return fail(cmd, "--plan-report compares decode tokens' bytes: expected -n 2 or more, found -n " +
                          std::to_string(args.n_predict));
   if (auto c = check_output_not_input(args.plan_report, "--plan-report", {args.model.model, args.model.plan}); !c)
     return fail(cmd, c.error().message);

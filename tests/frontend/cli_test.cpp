@@ -291,6 +291,20 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x --tp 3", "tp=3");
   check(m + "-p x -t 100000", "expected 0 (all) to 1024");  // one OS thread each: refused, not spawned
   check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
+  // A misspelt tier is named as such at any tp (was: "expected tp=1"), and with --plan as well.
+  check(m + "-p x --tp 2 --experts-tier gpu", "experts tier: expected resident, host or nvme, found 'gpu'");
+  write(dir_ / "plan.json", "{}");
+  check(m + "-p x --tp 2 --experts-tier nvme --plan '" + (dir_ / "plan.json").string() + "'",
+        "and --experts-tier nvme: expected one of them");
+  // An empty value (`--plan "$UNSET"`) is refused, not read as the option left out (which ran
+  // without the plan, or made `plan --hw ""` profile this machine).
+  check(m + "-p x --plan ''", "--plan: expected a plan file, found an empty string");
+  check(m + "-p x --experts-tier ''", "--experts-tier: expected resident, host or nvme, found an empty string");
+  check(m + "-p x --routing-out ''", "--routing-out: expected a file path, found an empty string");
+  check("bench -m '" + fixture_gguf().string() + "' --plan ''", "--plan: expected a plan file, found an empty string");
+  check("plan -m '" + fixture_gguf().string() + "' --hw '' --dry-run", "--hw: expected a hardware profile file, found an empty string");
+  check("plan -m '" + fixture_gguf().string() + "' --stats '' --dry-run", "--stats: expected a routing statistics file");
+  check("plan -m '" + fixture_gguf().string() + "' --json '' --dry-run", "--json: expected a file path, found an empty string");
   check(m + "-p x --top-k -5", "--top-k");
   check(m + "-p x --seed -2", "expected a non-negative integer or -1 (random)");
   check(m + "-p x --seed 18446744073709551616", "expected at most 2^64-1");

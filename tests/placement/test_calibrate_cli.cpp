@@ -351,6 +351,20 @@ TEST(CalibrateCli, BadOutputsAndInputsFailFirstWithoutOutput) {
   o = sh(run + " -n 4 --plan '" + d + "/plan.json' --plan-report '" + d + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("--plan-report: expected a file path, found the directory"), std::string::npos) << o.text;
+  // -n 1: the one token comes from the prefill, no decode step: --plan-report is refused before
+  // the run (as --routing-out), and --plan alone says so instead of a table of 0.000 ratios.
+  o = sh(run + " -n 1 --plan '" + d + "/plan.json' --plan-report '" + d + "/rep.json'");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("--plan-report compares decode tokens' bytes: expected -n 2 or more, found -n 1"),
+            std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("prompt tokens"), std::string::npos) << o.text;
+  EXPECT_FALSE(fs::exists(dir / "rep.json"));
+  o = sh(run + " -n 1 --plan '" + d + "/plan.json'");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("no decode steps, so no bytes per decode token to compare with the plan"), std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("over 0 decode steps"), std::string::npos) << o.text;
   o = sh(run + " -n 4 --plan '" + d + "'");
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.text.find("expected a plan file, found a directory"), std::string::npos) << o.text;
