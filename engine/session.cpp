@@ -421,12 +421,24 @@ Result<void> Dsv4Session::eval_items(std::span<const BatchItem> items) {
       } catch (const std::exception& e) {
         res[r] = Error{"tensor-parallel rank " + std::to_string(r) + " of " + std::to_string(R) + ": " + e.what()};
       }
+      // A rank that stops early would leave the others waiting in their next collective: its
+      // abort makes those return kAbortedMessage (the CPU group; see comm::Comm::abort).
+      if (!res[r].ok())
+        if (comm::Comm* c = lead.model_->comm(r)) c->abort();
     };
     std::vector<std::thread> threads;
     for (int r = 1; r < R; ++r) threads.emplace_back([&, r] { run_rank(r, &scratch[r]); });
     run_rank(0, &logits0);
     for (auto& t : threads) t.join();
-    for (auto& r : res) DS4_TRY_VOID(r);
+    // The error to report is the one that stopped a rank, not the others' kAbortedMessage; the
+    // group is re-armed for the next call.
+    const Result<void>* first = nullptr;
+    for (auto& r : res)
+      if (!r.ok() && (first == nullptr || first->error().message == comm::kAbortedMessage)) first = &r;
+    if (first != nullptr) {
+      if (comm::Comm* c = lead.model_->comm(0)) c->rearm();
+      return first->error();
+    }
   }
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& it = items[i];

@@ -40,7 +40,18 @@ class Comm {
   virtual Result<void> broadcast_f32(float* buf, int64_t count, int root) = 0;
   /// Returns when every rank has entered the barrier.
   virtual Result<void> barrier() = 0;
+  /// Called by a rank that stops making the group's calls because of an error (outside any
+  /// collective): the other ranks' pending and later collectives return an error whose message
+  /// is kAbortedMessage instead of waiting for it forever. The group stays aborted until rearm().
+  /// Default: nothing (a transport that cannot abort; its ranks would still wait).
+  virtual void abort() {}
+  /// Makes an aborted group usable again. Call on one endpoint, only while no rank is inside a
+  /// collective (after every rank thread of the failed step has returned). Default: nothing.
+  virtual void rearm() {}
 };
+
+/// The message of the error a collective returns in an aborted group (Comm::abort).
+inline constexpr const char* kAbortedMessage = "tensor-parallel rank group aborted: another rank failed";
 
 /// An in-process CPU group of `ranks` ranks (>= 1): element r is rank r's endpoint. The
 /// endpoints share state; they must outlive every call and be used by one thread each.

@@ -3,6 +3,11 @@
 // element to several MiB; comm::ordered_sum_f32 against a loop written here.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
 #include "collective_checks.h"
 
 namespace ds4 {
@@ -65,6 +70,42 @@ TEST(CpuCollectives, OrderedSumIsSequentialInPartOrder) {
   EXPECT_TRUE(test::same_bits(got, want));
   comm::ordered_sum_f32(parts.data(), P, n, parts.data());  // in place (dst == parts)
   EXPECT_TRUE(test::same_bits(std::vector<float>(parts.begin(), parts.begin() + n), want));
+}
+
+// A rank that fails outside a collective aborts the group: every other rank's pending or later
+// collective returns kAbortedMessage instead of waiting forever (issue 20 tester: one rank's NVMe
+// read error at --tp 2 hung the run), and after rearm() the group sums in rank order again.
+TEST(CpuCollectives, AbortReleasesWaitingRanksAndRearmRestores) {
+  for (int R : {2, 3, 4}) {
+    SCOPED_TRACE(::testing::Message() << "R " << R);
+    auto g = comm::make_cpu_group(R);
+    std::vector<std::future<std::string>> waiting;
+    for (int r = 0; r + 1 < R; ++r)  // ranks 0..R-2: one all-reduce each (that works), then two more
+      waiting.push_back(std::async(std::launch::async, [&, r] {
+        std::vector<float> b(16, float(r + 1));
+        if (auto x = g[r]->all_reduce_sum_f32(b.data(), 16); !x) return "first: " + x.error().message;
+        if (b[0] != float(R * (R + 1) / 2) - 0.0f) return std::string("first: wrong sum");
+        std::string out;
+        for (int k = 0; k < 2; ++k) {
+          auto y = g[r]->all_gather_f32(b.data(), 16, std::vector<float>(size_t(16 * R)).data());
+          out += y ? "ok;" : y.error().message + ";";
+        }
+        return out;
+      }));
+    std::vector<float> mine(16, float(R));
+    ASSERT_TRUE(g[R - 1]->all_reduce_sum_f32(mine.data(), 16));
+    EXPECT_EQ(mine[0], float(R * (R + 1) / 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the others wait in all_gather now
+    g[R - 1]->abort();
+    const std::string want = std::string(comm::kAbortedMessage) + ";" + comm::kAbortedMessage + ";";
+    for (auto& f : waiting) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a rank still waits";
+      EXPECT_EQ(f.get(), want);
+    }
+    EXPECT_FALSE(g[R - 1]->barrier());  // the aborting rank's own later calls fail too
+    g[0]->rearm();
+    test::check_collectives(raw(g), test::host_memory_ops(), 1000, 11);
+  }
 }
 
 TEST(CpuCollectives, BadBroadcastRootIsAnError) {
