@@ -220,8 +220,9 @@ std::vector<std::vector<std::vector<int32_t>>> decode_routes(const GenRun& r) {
 /// Experts owned by rank (l + e / 2) % R: neighbours on different ranks, every rank some of each tier.
 int interleaved_owner(int l, int e, int R) { return (l + e / 2) % R; }
 
-/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole (hash layer 0's staged
-/// experts are bound at the step's start, layer 1's split ones in its MoE).
+/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole (the hash layers' staged
+/// experts, whole ones of 0 and 2 and every rank's slices of 1's split ones, are bound at the
+/// step's start while the ring holds them: expected_prefetch).
 bool split_layer(int l) { return l % 2 == 1 || l == 4; }
 
 /// Tiers of the NVMe plans: V (VRAM), H (pinned host), N (NVMe, staged) in turn.
