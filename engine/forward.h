@@ -31,6 +31,7 @@
 // return the same full logits.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -111,6 +112,14 @@ class Forward {
   /// slices of the experts split over the ranks (split staging). A device with its own memory
   /// copies exactly these over its link; the plan's link bytes for this rank.
   uint64_t staged_expert_bytes() const { return staged_expert_bytes_; }
+  /// Rank slices (one per projection) of split experts (a plan's Split layers at tp > 1) this
+  /// rank bound at the start of its steps so far (prefetch_hash_layers: the hash-routed layers),
+  /// each then used by moe_split without a get or a bind of its own.
+  uint64_t prefetched_slices() const { return prefetched_slices_; }
+  /// Steps whose hash-layer prefetch stopped before a hash layer with staged binds because the
+  /// device's staging ring could not hold them on top of the earlier layers' (that layer and the
+  /// later ones bound at their MoE instead).
+  uint64_t prefetch_ring_stops() const { return prefetch_ring_stops_; }
   /// Decode steps of one token (a batch of one row) run as graph regions (dev::Device::begin_graph,
   /// CUDA graphs; a backend without them ignores this) when `on` (default). The regions are the
   /// spans between the step's host waits: the embedding and layer 0 up to its router, then for
@@ -149,14 +158,22 @@ class Forward {
   /// Binds, at the start of a step, the staged experts this rank computes in the hash-routed
   /// layers (l < n_hash_layers: their ids are tid2eid[token], known before the step), layer by
   /// layer in order while they fit the device's staging ring, so their copies run behind the
-  /// first layers' attention (issue 20 item 2); moe(l) then launches them without binding. Only
-  /// where bind copies (a device with its own memory), for one token block, and for experts whose
-  /// store bytes persist (ExpertStore::persists: no get() before begin_step on a caching store).
+  /// first layers' attention (issue 20 item 2); moe(l) then launches them without binding. In a
+  /// Split layer at tp > 1 that is the whole experts this rank owns and this rank's row slices
+  /// of every split expert (ExpertStore::get_rank_slice, Host and Nvme homes), which moe_split
+  /// then uses. A layer is bound whole or not at all; the bound layers are a prefix (a layer
+  /// left out reserves the ring at its MoE, which needs no earlier staged bind unread); a layer
+  /// that does not fit the ring stops it (prefetch_ring_stops). Only where bind copies (a device
+  /// with its own memory), for one token block, and for whole experts whose store bytes persist
+  /// (ExpertStore::persists: no get() before begin_step on a caching store).
   void prefetch_hash_layers(std::span<const int32_t> tokens);
-  /// The experts prefetch_hash_layers bound for one layer, ascending id, with gate + up + down bytes.
+  /// What prefetch_hash_layers bound for one layer: whole experts (ascending id, with gate + up +
+  /// down bytes) and split experts' rank slices (ascending id, with each slice's bytes).
   struct Prefetched {
     std::vector<dev::ExpertTensors> experts;
     std::vector<uint64_t> bytes;
+    std::vector<dev::ExpertTensors> split;
+    std::vector<std::array<uint64_t, 3>> split_bytes;
   };
 
   /// Opens graph region `key` when this eval captures (graph_step_; see set_graphs): keys 2l (layer
@@ -179,6 +196,8 @@ class Forward {
   const DeviceWeights& dw_;
   uint64_t expert_weight_bytes_ = 0;  // routed-expert matrix bytes multiplied (one rank thread)
   uint64_t staged_expert_bytes_ = 0;  // of those, bytes from staged homes (staged_expert_bytes)
+  uint64_t prefetched_slices_ = 0;    // prefetched_slices
+  uint64_t prefetch_ring_stops_ = 0;  // prefetch_ring_stops
   dev::Device& dev_;
   dev::Stream& s_;
   dev::ActFormat act_;

@@ -7,7 +7,8 @@
 // (moe_split, split staging: engine/tensor_parallel.md).
 // Staged-expert pipeline (issue 20 item 2): the step's experts are bound (staged copies queued on
 // the device's copy stream) before the shared expert and the routed launches are queued; the
-// hash-routed layers' staged experts are bound at the step's start (prefetch_hash_layers).
+// hash-routed layers' staged experts (whole ones, and this rank's slices of a Split layer's) are
+// bound at the step's start (prefetch_hash_layers).
 #include <algorithm>
 #include <array>
 
@@ -182,7 +183,10 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     if (failed.ok()) dev_.moe_combine(s_, Yb, idb, out.rows_view(t0, t1));
   }
   experts_.end_step(l);
-  if (size_t(l) < prefetched_.size()) prefetched_[size_t(l)].experts.clear();  // read by now
+  if (size_t(l) < prefetched_.size()) {  // read by now
+    prefetched_[size_t(l)].experts.clear();
+    prefetched_[size_t(l)].split.clear();
+  }
   if (!failed.ok()) return failed;
   queue_shared();  // a step without routed experts of this rank
   dev_.add(s_, out, sy);
@@ -231,11 +235,31 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
   // the store once), then the binds: staged copies queued on the copy stream, each launch waiting
   // for its own copies (as the owner path). Phase 1 binds gate and up (and down when the ring
   // holds all of them), phase 2 binds down after the all-gather otherwise.
+  // Slices bound at the step's start (prefetch_hash_layers, a hash-routed layer) are used as
+  // they are: no get, no bind, no ring reservation (later layers' prefetched slots may await
+  // their readers); their bytes count here, at use, as a bind's would.
   Result<void> failed = ok();
+  std::vector<dev::ExpertTensors> t(es.size());
+  std::vector<char> pre(es.size(), 0);
+  size_t n_pre = 0;
+  if (size_t(l) < prefetched_.size()) {
+    const Prefetched& pf = prefetched_[size_t(l)];
+    for (size_t i = 0; i < es.size(); ++i)
+      for (size_t j = 0; j < pf.split.size(); ++j)
+        if (pf.split[j].id == es[i]) {
+          t[i] = pf.split[j];
+          pre[i] = 1;
+          ++n_pre;
+          for (uint64_t b : pf.split_bytes[j]) {
+            expert_weight_bytes_ += b;
+            staged_expert_bytes_ += b;
+          }
+        }
+  }
   std::vector<std::array<dev::WeightMatrix, 3>> m(es.size());
   uint64_t largest = 0;
   for (size_t i = 0; i < es.size() && failed.ok(); ++i)
-    for (int p = 0; p < 3 && failed.ok(); ++p) {
+    for (int p = 0; p < 3 && failed.ok() && !pre[i]; ++p) {
       Result<dev::WeightMatrix> w = experts_.get_rank_slice(l, es[i], static_cast<staging::ExpertProj>(p), r);
       if (!w.ok()) {
         failed = w.error();
@@ -245,8 +269,8 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
       m[i][static_cast<size_t>(p)] = *w;
       largest = std::max(largest, static_cast<uint64_t>(w->out) * w->row_bytes);
     }
-  const int ring = failed.ok() && dev_.owns_memory() ? dev_.reserve_staged_binds(largest) : 0;
-  const bool early_down = ring == 0 || 3 * es.size() <= static_cast<size_t>(ring);
+  const int ring = failed.ok() && dev_.owns_memory() && n_pre < es.size() ? dev_.reserve_staged_binds(largest) : 0;
+  const bool early_down = ring == 0 || 3 * (es.size() - n_pre) <= static_cast<size_t>(ring);
   auto bind = [&](const dev::WeightMatrix& w) {
     const uint64_t b = static_cast<uint64_t>(w.out) * w.row_bytes;
     expert_weight_bytes_ += b;
@@ -256,12 +280,15 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
     dev_.set_bind_mode(dev::BindMode::Persistent);
     return t;
   };
-  std::vector<dev::ExpertTensors> t(es.size());
   if (failed.ok()) {
+    // A batch holds per_batch fresh binds (and any prefetched experts between them).
     const size_t per_batch = ring == 0 ? es.size() : std::max<size_t>(1, static_cast<size_t>(ring) / (early_down ? 3 : 2));
     for (size_t next = 0; next < es.size();) {
-      const size_t end = std::min(es.size(), next + per_batch);
-      for (size_t i = next; i < end; ++i) {
+      size_t end = next;
+      for (size_t fresh = 0; end < es.size() && (pre[end] || fresh < per_batch); ++end) {
+        const size_t i = end;
+        if (pre[i]) continue;
+        ++fresh;
         t[i].id = es[i];
         t[i].gate = bind(m[i][0]);
         t[i].up = bind(m[i][1]);
@@ -286,9 +313,13 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
     for (int q = 0; q < R; ++q) dev_.copy(s_, recv.rows_view(q * S, (q + 1) * S), H.cols_view(q * ffr, (q + 1) * ffr));
     const size_t per_batch = early_down ? es.size() : static_cast<size_t>(ring);
     for (size_t next = 0; next < es.size();) {
-      const size_t end = std::min(es.size(), next + per_batch);
-      for (size_t i = next; i < end; ++i) {
-        if (!early_down) t[i].down = bind(m[i][2]);
+      size_t end = next;
+      for (size_t fresh = 0; end < es.size() && (pre[end] || fresh < per_batch); ++end) {
+        const size_t i = end;
+        if (!early_down && !pre[i]) {
+          t[i].down = bind(m[i][2]);
+          ++fresh;
+        }
         dev_.matmul(s_, t[i].down, H.rows_view(first[i], first[i + 1]), Z.rows_view(first[i], first[i + 1]), act_);
       }
       next = end;
@@ -304,6 +335,8 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
   for (Prefetched& p : prefetched_) {
     p.experts.clear();
     p.bytes.clear();
+    p.split.clear();
+    p.split_bytes.clear();
   }
   const int H = std::min(c_.n_hash_layers, c_.n_layer);
   const int64_t n = static_cast<int64_t>(tokens.size()), K = c_.n_expert_used, E = c_.n_expert;
@@ -311,40 +344,73 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
   if (H == 0 || !dev_.owns_memory() || n > std::max<int64_t>(1, kSlotFloats / (K * c_.dim))) return;
   prefetched_.resize(static_cast<size_t>(H));
   int ring = -1, binds = 0;  // the staging ring's slots, staged binds made here
-  std::vector<int32_t> es;
+  bool prefetch_started = false;
+  std::vector<int32_t> es, ss;  // a layer's whole experts (this rank's) and split experts (every rank's)
   for (int l = 0; l < H; ++l) {
     const int32_t* table = w_.layers[size_t(l)].tid2eid;
     if (!table) return;
     es.clear();
+    ss.clear();
     for (int32_t t : tokens)
       for (int64_t k = 0; k < K; ++k) {
         const int32_t e = table[static_cast<int64_t>(t) * K + k];
         if (e < 0 || e >= E) return;  // moe() reports the bad entry
-        // A split expert: moe_split binds its rank slices; this layer and the later ones are
-        // not prefetched (their binds would share the staging ring with moe_split's).
-        if (shard_.ranks > 1 && experts_.rank_sliced(l, e)) return;
-        if (shard_.owns_expert(l, e) && !experts_.stable(l, e)) es.push_back(e);
+        // A split expert (split staging, tp > 1): every rank binds its rank slices here, as
+        // moe_split would at the layer; its staged bytes need not persist (bind copies them
+        // before the next get).
+        if (shard_.ranks > 1 && experts_.rank_sliced(l, e))
+          ss.push_back(e);
+        else if (shard_.owns_expert(l, e) && !experts_.stable(l, e))
+          es.push_back(e);
       }
-    std::sort(es.begin(), es.end());
-    es.erase(std::unique(es.begin(), es.end()), es.end());
+    for (auto* v : {&es, &ss}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
     for (int32_t e : es)
       if (!experts_.persists(l, e)) return;
-    if (es.empty()) continue;
+    if (es.empty() && ss.empty()) continue;
     if (ring < 0) ring = dev_.reserve_staged_binds(0);  // the slot count (slots grow at bind if needed)
-    if (ring > 0 && binds + 3 * static_cast<int>(es.size()) > ring) return;  // layers in order: a prefix
+    // Layers in order, a prefix: a layer left out binds at its MoE, after reserve_staged_binds,
+    // which needs every earlier staged bind read (so no later layer may hold prefetched slots).
+    if (ring > 0 && binds + 3 * static_cast<int>(es.size() + ss.size()) > ring) {
+      ++prefetch_ring_stops_;  // the ring is too small: this layer and the later ones bind at their MoE
+      return;
+    }
     Prefetched& pf = prefetched_[size_t(l)];
+    bool failed = false;  // a store error: moe() gets the expert again and reports it
     dev_.set_bind_mode(dev::BindMode::Staged);
     for (int32_t e : es) {
       auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
       auto wu = experts_.get(l, e, staging::ExpertProj::Up);
       auto wd = experts_.get(l, e, staging::ExpertProj::Down);
-      if (!wg.ok() || !wu.ok() || !wd.ok()) break;  // moe() gets it again and reports the error
+      if ((failed = !wg.ok() || !wu.ok() || !wd.ok())) break;
       pf.experts.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
       pf.bytes.push_back(static_cast<uint64_t>(wg->out) * wg->row_bytes + static_cast<uint64_t>(wu->out) * wu->row_bytes +
                          static_cast<uint64_t>(wd->out) * wd->row_bytes);
       binds += 3;
     }
+    if (!failed && !ss.empty() && !prefetch_started) {
+      experts_.begin_prefetch();  // the rank's NVMe reader: buffers of the previous step are free
+      prefetch_started = true;
+    }
+    for (size_t i = 0; i < ss.size() && !failed; ++i) {
+      const int32_t e = ss[i];
+      // This rank's rows of gate, up (ff*r/R ..) and down (dim*r/R ..), as moe_split gets them.
+      std::array<Result<dev::WeightMatrix>, 3> w{
+          experts_.get_rank_slice(l, e, staging::ExpertProj::Gate, shard_.rank),
+          experts_.get_rank_slice(l, e, staging::ExpertProj::Up, shard_.rank),
+          experts_.get_rank_slice(l, e, staging::ExpertProj::Down, shard_.rank)};
+      if ((failed = !w[0].ok() || !w[1].ok() || !w[2].ok())) break;  // moe_split gets it again
+      pf.split.push_back(dev::ExpertTensors{e, dev_.bind(*w[0]), dev_.bind(*w[1]), dev_.bind(*w[2])});
+      pf.split_bytes.push_back({static_cast<uint64_t>(w[0]->out) * w[0]->row_bytes,
+                                static_cast<uint64_t>(w[1]->out) * w[1]->row_bytes,
+                                static_cast<uint64_t>(w[2]->out) * w[2]->row_bytes});
+      binds += 3;
+      prefetched_slices_ += 3;
+    }
     dev_.set_bind_mode(dev::BindMode::Persistent);
+    if (failed) return;  // the layer binds the rest at its MoE: no later layer may hold slots
   }
 }
 

@@ -351,6 +351,8 @@ WeightTraffic Dsv4Session::weight_traffic() const {
   for (const auto& f : forwards_) {
     t.routed_experts += f->expert_weight_bytes();
     t.staged_by_rank.push_back(f->staged_expert_bytes());
+    t.prefetched_slices_by_rank.push_back(f->prefetched_slices());
+    t.prefetch_ring_stops_by_rank.push_back(f->prefetch_ring_stops());
   }
   return t;
 }

@@ -165,6 +165,10 @@ struct WeightTraffic {
   /// their owner, rank slices in a plan's Split layers; Forward::staged_expert_bytes): the plan's
   /// link bytes of each rank (placement::plan_bytes_for_routing). Empty where not counted.
   std::vector<uint64_t> staged_by_rank;
+  /// [rank] split experts' rank slices bound at the steps' start (the hash-routed layers of a
+  /// plan's Split layers at tp > 1; Forward::prefetched_slices), and steps whose hash-layer
+  /// prefetch stopped at a layer the staging ring could not hold (Forward::prefetch_ring_stops).
+  std::vector<uint64_t> prefetched_slices_by_rank, prefetch_ring_stops_by_rank;
 };
 
 /// One sequence. Not thread-safe; one Session per concurrent sequence.

@@ -78,6 +78,12 @@ class ExpertStore {
   virtual Result<void> begin_step(int layer, std::span<const int> experts) { return ok(); }
   /// Ends the step announced by begin_step(layer, ...). Default: nothing.
   virtual void end_step(int layer) {}
+  /// Starts the gets the engine makes at a step's start, before any layer's begin_step (the
+  /// hash-routed layers' split slices, Forward::prefetch_hash_layers; the caller copies what
+  /// they return before its next begin_step): buffers handed out before may be reused, and
+  /// nothing read before is served again uncounted. Only get_rank_slice of rank_sliced experts
+  /// may follow before the next begin_step. Default: nothing.
+  virtual void begin_prefetch() {}
   /// Hint that `experts` of `layer` are likely soon (e.g. the next layer); a caching store loads
   /// them only into free or evictable slots, never displacing reserved or hot entries. Default: no-op.
   virtual void prefetch(int layer, std::span<const int> experts) {}

@@ -338,6 +338,11 @@ class MixedExpertStore final : public ExpertStore {
   void end_step(int layer) override {
     if (cache_ && layer >= 0 && layer < L_.n_layer()) cache_->end_step(layer);
   }
+  void begin_prefetch() override { begin_prefetch_at(0); }
+  /// begin_prefetch() of rank thread `rank`: its reader's step buffers may be reused.
+  void begin_prefetch_at(int rank) {
+    if (!rank_nvme_.empty()) rank_nvme_[size_t(rank)]->begin_step();
+  }
 
   StagingCounters counters() const override {
     StagingCounters c;
@@ -410,6 +415,7 @@ class MixedExpertStore final : public ExpertStore {
       return s_.begin_step_at(rank_, layer, experts);
     }
     void end_step(int layer) override { s_.end_step(layer); }
+    void begin_prefetch() override { s_.begin_prefetch_at(rank_); }
     StagingCounters counters() const override { return s_.counters(); }
 
    private:

@@ -77,7 +77,8 @@ CpuRun cpu_run(const std::vector<int32_t>& prompt, int n_gen) {
     }
   }
   const WeightTraffic w1 = (*s)->weight_traffic();
-  r.decode = {w1.total - w0.total, w1.routed_experts - w0.routed_experts, {}};
+  r.decode.total = w1.total - w0.total;
+  r.decode.routed_experts = w1.routed_experts - w0.routed_experts;
   (*s)->set_trace(nullptr);
   return r;
 }

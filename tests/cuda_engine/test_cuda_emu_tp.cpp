@@ -19,6 +19,10 @@
 //   slices of a split NVMe expert with its own reader, whole layers' NVMe experts are read by
 //   their owner): tokens and logits bits equal the CPU backend's, each rank's copy engine moved its
 //   plan link bytes, and the store's bytes_nvme_to_device equal the plan's NVMe bytes.
+// - The hash-layer prefetch: each rank's split slices bound at the steps' start and the steps
+//   whose prefetch the 24-slot ring cut short (WeightTraffic::prefetched_slices_by_rank,
+//   prefetch_ring_stops_by_rank) equal what the routing and the plan imply (hash layer 1 is Split
+//   in the split plans), and no staging slot is refilled before its reader is queued.
 // - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
 #include <gtest/gtest.h>
 
@@ -29,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +135,9 @@ struct GenRun {
   std::vector<RankDeviceCounters> ranks;         // [rank] Model::rank_device_counters differences
   WeightTraffic traffic;                         // decode-step differences
   uint64_t nvme_to_device = 0;                   // the store's bytes_nvme_to_device, decode steps
+  std::vector<uint64_t> prefetched_slices;       // [rank] split slices bound at the steps' start, all steps
+  std::vector<uint64_t> prefetch_ring_stops;     // [rank] steps whose hash-layer prefetch the ring cut short
+  std::vector<dev::StagedBindStats> bind_stats;  // [rank] the device's staged binds, all steps
   ModelConfig config;
   bool has_plan = false;  // the model carried a plan file
   double seconds = 0;
@@ -180,9 +188,13 @@ GenRun generate(const std::string& backend, int tp, const std::string& plan, Act
                d1.h2d_staged - d0.h2d_staged};
     r.nvme_to_device = m->expert_counters().bytes_nvme_to_device - n0;
     const WeightTraffic w1 = s.weight_traffic();
-    r.traffic = {w1.total - w0.total, w1.routed_experts - w0.routed_experts, {}};
+    r.traffic.total = w1.total - w0.total;
+    r.traffic.routed_experts = w1.routed_experts - w0.routed_experts;
     for (size_t k = 0; k < w1.staged_by_rank.size() && k < w0.staged_by_rank.size(); ++k)
       r.traffic.staged_by_rank.push_back(w1.staged_by_rank[k] - w0.staged_by_rank[k]);
+    r.prefetched_slices = w1.prefetched_slices_by_rank;
+    r.prefetch_ring_stops = w1.prefetch_ring_stops_by_rank;
+    for (int k = 0; k < tp; ++k) r.bind_stats.push_back(m->device(k).staged_bind_stats());
   }
   r.seconds = secs_since(t0);
   return r;
@@ -208,12 +220,55 @@ std::vector<std::vector<std::vector<int32_t>>> decode_routes(const GenRun& r) {
 /// Experts owned by rank (l + e / 2) % R: neighbours on different ranks, every rank some of each tier.
 int interleaved_owner(int l, int e, int R) { return (l + e / 2) % R; }
 
-/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole (hash layer 0's staged
-/// experts are bound at the step's start, layer 1's split ones in its MoE).
+/// Layers of the split-staging plans: 1, 3, 4, 5 split, 0 and 2 whole (the hash layers' staged
+/// experts, whole ones of 0 and 2 and every rank's slices of 1's split ones, are bound at the
+/// step's start while the ring holds them: expected_prefetch).
 bool split_layer(int l) { return l % 2 == 1 || l == 4; }
 
 /// Tiers of the NVMe plans: V (VRAM), H (pinned host), N (NVMe, staged) in turn.
 char nvme_tier(int l, int e) { return "VHN"[(l + e) % 3]; }
+
+/// What the hash-layer prefetch (Forward::prefetch_hash_layers) of rank `rank` of `tp` does over
+/// the run's steps (the prefill, then one position each) for routing `t`, the plan of plan_for
+/// (split layers when `split`, NVMe tiers when `nvme`) and a staging ring of `ring` slots: per
+/// step, hash layers in order, a layer's staged binds (3 per whole staged expert the rank owns,
+/// 3 per split expert: its rank slices) are made at the step's start while the ring holds them
+/// on top of the earlier layers'; a layer that does not fit stops the prefetch (a ring stop), as
+/// does a whole expert whose bytes do not persist (NVMe). Returns {slices, ring stops}.
+std::pair<uint64_t, uint64_t> expected_prefetch(const ForwardTrace& t, int rank, int tp, bool split, bool nvme,
+                                                int n_hash, int ring) {
+  std::pair<uint64_t, uint64_t> x{0, 0};
+  std::vector<std::pair<size_t, size_t>> steps{{0, kPrompt}};
+  for (size_t p = kPrompt; p < size_t(kPrompt + kGen - 1); ++p) steps.push_back({p, p + 1});
+  for (const auto& [p0, p1] : steps) {
+    int binds = 0;
+    for (int l = 0; l < n_hash && l < int(t.router.size()); ++l) {
+      std::set<int32_t> whole, sliced;
+      bool persists = true;
+      for (size_t p = p0; p < p1 && p < t.router[size_t(l)].size(); ++p)
+        for (int32_t e : t.router[size_t(l)][p]) {
+          const char tier = nvme ? nvme_tier(l, e) : emu_test::tier_of(l, e);
+          if (tier == 'V') continue;  // resident: bound persistent, never staged
+          if (tp > 1 && split && split_layer(l)) {
+            sliced.insert(e);
+          } else if (interleaved_owner(l, e, tp) == rank) {
+            whole.insert(e);
+            persists = persists && tier != 'N';
+          }
+        }
+      if (!persists) break;
+      if (whole.empty() && sliced.empty()) continue;
+      const int need = 3 * int(whole.size() + sliced.size());
+      if (binds + need > ring) {
+        ++x.second;
+        break;
+      }
+      binds += need;
+      x.first += 3 * sliced.size();
+    }
+  }
+  return x;
+}
 
 /// The staged plan for `tp` ranks (split_layer's layers Split when `split`; tiers V / H / P, or
 /// V / H / N when `nvme`).
@@ -340,9 +395,34 @@ GenRun check_staged(int tp, bool split = false, Activations act = Activations::F
   EXPECT_EQ(sum.device_resident, r.tiers.device_resident);
   EXPECT_EQ(sum.staged, r.tiers.staged);
   EXPECT_EQ(sum.h2d_staged, r.tiers.h2d_staged);
-  std::printf("  tp %d staged%s%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f\n", tp,
-              split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", nvme ? ", nvme" : "", r.seconds,
-              double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1));
+  // The hash-layer prefetch: the split slices each rank bound at the steps' start (before the
+  // first layer) and the steps the ring cut short, as the routing and the plan imply (ring: the
+  // device's default 24 slots); a split plan's hash layer 1 is prefetched in some step.
+  EXPECT_EQ(r.prefetched_slices.size(), size_t(tp));
+  EXPECT_EQ(r.prefetch_ring_stops.size(), size_t(tp));
+  uint64_t slices = 0;
+  for (int k = 0; k < tp && k < int(r.prefetched_slices.size()) && k < int(r.prefetch_ring_stops.size()); ++k) {
+    const auto [xs, xstops] = expected_prefetch(cpu.trace, k, tp, split, nvme, c.n_hash_layers, 24);
+    EXPECT_EQ(r.prefetched_slices[size_t(k)], xs) << "tp " << tp << " rank " << k << ": split slices prefetched";
+    EXPECT_EQ(r.prefetch_ring_stops[size_t(k)], xstops) << "tp " << tp << " rank " << k << ": prefetch ring stops";
+    slices += r.prefetched_slices[size_t(k)];
+  }
+  if (split) {
+    EXPECT_GT(slices, 0u) << "expected a hash layer's split slices bound at a step's start";
+  }
+  // No staging slot (a prefetched slice's included) refilled before its reader was queued.
+  for (size_t k = 0; k < r.bind_stats.size(); ++k)
+    EXPECT_EQ(r.bind_stats[k].overwritten_unread, 0u) << "tp " << tp << " rank " << k;
+  if (!split) {
+    EXPECT_EQ(slices, 0u);
+  }
+  uint64_t stops = 0;
+  for (uint64_t v : r.prefetch_ring_stops) stops += v;
+  std::printf("  tp %d staged%s%s%s: %.1f s; decode bytes/token: device %.0f (routed %.0f), staged %.0f; "
+              "%llu split slices prefetched, %llu prefetch ring stops (all ranks, all steps)\n",
+              tp, split ? " (split layers)" : "", act == Activations::Q8 ? ", q8" : "", nvme ? ", nvme" : "", r.seconds,
+              double(r.tiers.device_resident) / (kGen - 1), b.vram_total() / (kGen - 1), b.link_total() / (kGen - 1),
+              static_cast<unsigned long long>(slices), static_cast<unsigned long long>(stops));
   return r;
 }
 

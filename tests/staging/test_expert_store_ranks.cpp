@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "gguf/gguf_file.h"
 #include "staging/expert_store.h"
@@ -117,6 +118,60 @@ TEST(MixedStoreRanks, RankThreadsReadTheirNvmeExpertsAndSlicesAtOnce) {
     EXPECT_EQ(c.bytes_nvme_to_cpu, to_cpu) << "R " << R;
     ASSERT_TRUE(c.has_reader);
     EXPECT_EQ(c.reader.bytes, to_dev + to_cpu) << "R " << R << ": the rank readers delivered every NVMe byte once";
+  }
+}
+
+// ExpertStore::begin_prefetch (the engine's hash-layer prefetch, before any layer's begin_step of
+// the step): a rank's split NVMe slice read in the previous step (here: the same step, the worst
+// case, a model whose last layer is a hash layer) is read and counted again, with the mmap's bytes.
+TEST(MixedStoreRanks, BeginPrefetchReadsARanksNvmeSlicesAnew) {
+  const auto dir = test::scratch_dir("staging_store_ranks_prefetch");
+  const std::string path = (dir / "experts.gguf").string();
+  ASSERT_EQ(test::write_expert_gguf(path, 0, 31), "");
+  auto m = gguf::GgufModel::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  constexpr int R = 2;
+  StoreOptions o;
+  o.ranks = R;
+  o.rank_threads = R;
+  o.host_direct = true;
+  o.pin = false;
+  o.print_fallback = false;
+  auto s = make_mixed_expert_store(placement(), *m, o);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ExpertStore& store = **s;
+  for (int r = 0; r < R; ++r) {  // one rank at a time: each view from one thread
+    ExpertStore& v = store.for_rank(r);
+    ASSERT_TRUE(v.rank_sliced(0, 0)) << "expected layer 0's expert 0 to be a split NVMe expert";
+    const std::vector<int> experts{0};
+    ASSERT_TRUE(v.begin_step(0, experts).ok());
+    uint64_t slice_bytes = 0;  // rank r's rows of the three projections
+    for (int p = 0; p < 3; ++p) {
+      uint64_t rb = 0;
+      int64_t out = 0;
+      (void)mmap_rows(*m, 0, 0, static_cast<ExpertProj>(p), 0, &rb, &out);
+      slice_bytes += uint64_t(out * (r + 1) / R - out * r / R) * rb;
+    }
+    auto read = [&] {
+      const uint64_t b0 = store.counters().bytes_nvme_to_device;
+      for (int p = 0; p < 3; ++p) {
+        const ExpertProj pj = static_cast<ExpertProj>(p);
+        auto w = v.get_rank_slice(0, 0, pj, r);
+        EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
+        if (!w.ok()) return uint64_t{0};
+        uint64_t rb = 0;
+        int64_t out = 0;
+        (void)mmap_rows(*m, 0, 0, pj, 0, &rb, &out);
+        const uint8_t* ref = mmap_rows(*m, 0, 0, pj, out * r / R, &rb, &out);
+        EXPECT_EQ(std::memcmp(w->data, ref, size_t(w->out) * rb), 0) << "rank " << r << " proj " << p;
+      }
+      return store.counters().bytes_nvme_to_device - b0;
+    };
+    EXPECT_EQ(read(), slice_bytes) << "rank " << r << ": the step's first read";
+    EXPECT_EQ(read(), 0u) << "rank " << r << ": read again within the step";
+    v.begin_prefetch();
+    EXPECT_EQ(read(), slice_bytes) << "rank " << r << ": after begin_prefetch, read and counted anew";
+    v.end_step(0);
   }
 }
 

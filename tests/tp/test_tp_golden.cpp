@@ -232,6 +232,10 @@ TEST(TensorParallel, SplitStagingPlanGivesTp1BitsAndThePlansLinkBytesPerRank) {
       for (int k = 0; k < tp; ++k)
         EXPECT_EQ(double(w1.staged_by_rank[size_t(k)] - w0.staged_by_rank[size_t(k)]), b.link[size_t(k)])
             << what << " rank " << k;
+      // CPU ranks bind by aliasing host memory: the hash-layer prefetch (a split layer's slices bound
+      // at the step's start) runs only where bind copies (cuda_emu_tp_test checks it there).
+      ASSERT_EQ(w1.prefetched_slices_by_rank.size(), size_t(tp));
+      for (uint64_t v : w1.prefetched_slices_by_rank) EXPECT_EQ(v, 0u) << what;
       std::printf("split plan %s: logits bits == tp 1: %s; decode link bytes/token per rank:", what.c_str(),
                   std::equal(lg.begin(), lg.end(), blog.begin(), same_bits) ? "yes" : "NO");
       for (int k = 0; k < tp; ++k) std::printf(" %.0f", b.link[size_t(k)] / (kGen - 1));

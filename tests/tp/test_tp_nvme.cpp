@@ -87,6 +87,10 @@ TEST(TensorParallelNvme, NvmeExpertsAtTp2And4GiveTp1BitsAndThePlansNvmeBytes) {
       });
       const WeightTraffic w1 = s.weight_traffic();
       const Counts k1 = counts(*m);
+      // CPU ranks bind by aliasing host memory: the hash-layer prefetch (a split layer's slices bound
+      // at the step's start) runs only where bind copies (cuda_emu_tp_test checks it there).
+      ASSERT_EQ(w1.prefetched_slices_by_rank.size(), size_t(tp));
+      for (uint64_t v : w1.prefetched_slices_by_rank) EXPECT_EQ(v, 0u) << what;
       EXPECT_EQ(tok, btok) << what;
       EXPECT_EQ(tr.router, bt.router) << what;
       ASSERT_EQ(lg.size(), blog.size()) << what;
