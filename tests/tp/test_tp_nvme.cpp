@@ -10,13 +10,17 @@
 // NVMe bytes. Exits 77 (skipped) when the fixture is absent.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <future>
 
 #include "cuda_engine/emu_greedy.h"
 #include "cuda_engine/emu_plan.h"
 #include "engine/dsv4_model.h"
 #include "engine/golden_data.h"
+#include "gguf/gguf_file.h"
 #include "placement/plan_file.h"
 #include "support/test_env.h"
 
@@ -138,6 +142,65 @@ TEST(TensorParallelNvme, NvmeExpertsAtTp2And4GiveTp1BitsAndThePlansNvmeBytes) {
                   double(k1.nvme_dev - k0.nvme_dev) / (kGen - 1), double(k1.nvme_cpu - k0.nvme_cpu) / (kGen - 1),
                   double(k1.host_dev - k0.host_dev) / (kGen - 1));
     }
+  }
+}
+
+// One rank's NVMe read fails (the model file was cut after load) while the other rank's reads
+// succeed: eval returns that rank's read error on every call instead of hanging in the next
+// collective (the other rank waited in all_gather forever; fresh tester). All experts are on
+// NVMe, whole, rank 0 owns every layer but the one whose expert tensors end the file, owned by
+// rank 1; the cut removes that layer's expert tensors only.
+TEST(TensorParallelNvme, OneRanksReadErrorFailsTheEvalInsteadOfHanging) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  const std::filesystem::path dir = test::scratch_dir("tp_nvme_read_error");
+  const std::filesystem::path copy = dir / "tiny.gguf";
+  std::filesystem::copy_file(test::tiny_gguf(), copy, std::filesystem::copy_options::overwrite_existing);
+  auto g = gguf::GgufModel::open(copy.string());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  // The layer whose expert tensors start last; every tensor at or after the cut must be one of them.
+  int last_layer = -1;
+  uint64_t cut = 0;
+  for (const auto& t : g->tensors())
+    if (t.name.find("_exps.weight") != std::string::npos && t.file_offset >= cut) {
+      cut = t.file_offset;
+      last_layer = std::stoi(t.name.substr(4, t.name.find('.', 4) - 4));
+    }
+  ASSERT_GE(last_layer, 0);
+  for (const auto& t : g->tensors())
+    if (t.name.find("_exps.weight") != std::string::npos && t.name.rfind("blk." + std::to_string(last_layer) + ".", 0) == 0)
+      cut = std::min(cut, t.file_offset);
+  for (const auto& t : g->tensors())
+    if (t.file_offset + t.nbytes > cut)
+      ASSERT_EQ(t.name.rfind("blk." + std::to_string(last_layer) + ".ffn_", 0), 0u) << t.name << " lies past the cut";
+  const ModelConfig cfg = [&] {
+    const auto b = emu_test::open_tiny("cpu", 1, "");
+    return b->config();
+  }();
+  const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(copy.string(), cfg.n_layer);
+  const std::string plan = emu_test::write_plan(
+      cfg, eb, 2, [last_layer](int l, int) { return l == last_layer ? 1 : 0; }, "tp_nvme_read_error_plan", nullptr,
+      nullptr, 0, 0, 0, {}, [](int, int) { return 'N'; });
+  ModelOptions o;
+  o.backend = "cpu";
+  o.tp = 2;
+  o.threads = 1;
+  o.expert_plan = plan;
+  auto m = Dsv4Model::open(copy.string(), o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  std::filesystem::resize_file(copy, cut);
+  const std::vector<int32_t> prompt = test::load_goldens().at(1).ids;
+  Dsv4Session s(*m);
+  for (int call = 0; call < 2; ++call) {  // the group is usable (and fails the same way) again
+    auto f = std::async(std::launch::async, [&] {
+      std::vector<float> last;
+      auto r = s.eval(prompt, nullptr, &last);
+      return r.ok() ? std::string("ok") : r.error().message;
+    });
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "eval hangs (call " << call << ")";
+    const std::string msg = f.get();
+    EXPECT_NE(msg, "ok");
+    EXPECT_EQ(msg.find(comm::kAbortedMessage), std::string::npos) << msg;  // the failing rank's own error
+    EXPECT_NE(msg.find("tiny.gguf"), std::string::npos) << msg;             // names the file
   }
 }
 
