@@ -334,46 +334,12 @@ DS4_T2 void shared_x_y(const uint8_t* const* w, const float* x, int64_t n, float
 
 // ---- AVX-512F -------------------------------------------------------------------------------
 
-/// out[k] = dot(decode(w), x[k]) for k < K (K <= 4).
-template <class L, int K>
-DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float* out) {
-  __m512 lo[K], hi[K];
-  for (int k = 0; k < K; ++k) lo[k] = hi[k] = _mm512_setzero_ps();
-  auto chunk = [&](const uint8_t* wr, int64_t wi, const float* const* xp) DS4_T5 {
-    __m512 wv[2];
-    z32<L>(wr, wi, wv);
-    #pragma GCC unroll 4  // keep the K accumulators in registers (a rolled loop spills them)
-    for (int k = 0; k < K; ++k) {
-      lo[k] = _mm512_fmadd_ps(wv[0], _mm512_loadu_ps(xp[k]), lo[k]);
-      hi[k] = _mm512_fmadd_ps(wv[1], _mm512_loadu_ps(xp[k] + 16), hi[k]);
-    }
-  };
-  int64_t i = 0;
-  for (; i + kL <= n; i += kL) {
-    const float* xp[K];
-    for (int k = 0; k < K; ++k) xp[k] = x[k] + i;
-    chunk(w, i, xp);
-  }
-  if (i < n) {
-    if constexpr (L::kBlock == 1) {
-      alignas(64) uint8_t wbuf[kL * 4];
-      alignas(64) float xbuf[K][kL];
-      pad_tail<L, K>(w, x, i, n, wbuf, xbuf);
-      const float* xp[K];
-      for (int k = 0; k < K; ++k) xp[k] = xbuf[k];
-      chunk(wbuf, 0, xp);
-    }
-  }
-  for (int k = 0; k < K; ++k) out[k] = butterfly_z(lo[k], hi[k]);
-}
-
-/// out[r * 4 + k] = dot(decode(w[r]), x[k]) for r < 2, k < 4: shared_w_z<L, 4> on two rows at
-/// once, so each chunk's activation vectors are loaded once for both rows (prefill was bound by
-/// those loads: eight per chunk per row). Every output's FMA sequence and butterfly are
-/// shared_w_z's, so the bits are the same.
-template <class L>
+/// out[r * K + k] = dot(decode(w[r]), x[k]) for r < R, k < K (R * K <= 8): each chunk's weight
+/// vectors decoded once for the K tokens and its activation vectors loaded once for the R rows
+/// (two rows: prefill was bound by those loads, eight per chunk per row). Every output's FMA
+/// sequence and butterfly are the same whatever R and K, so are its bits.
+template <class L, int R, int K>
 DS4_T5 void shared_wx_z(const uint8_t* const* w, const float* const* x, int64_t n, float* out) {
-  constexpr int R = 2, K = 4;
   __m512 lo[R][K], hi[R][K];
   for (int r = 0; r < R; ++r)
     for (int k = 0; k < K; ++k) lo[r][k] = hi[r][k] = _mm512_setzero_ps();
@@ -411,6 +377,13 @@ DS4_T5 void shared_wx_z(const uint8_t* const* w, const float* const* x, int64_t 
   }
   for (int r = 0; r < R; ++r)
     for (int k = 0; k < K; ++k) out[r * K + k] = butterfly_z(lo[r][k], hi[r][k]);
+}
+
+/// out[k] = dot(decode(w), x[k]) for k < K (K <= 4): shared_wx_z on one row.
+template <class L, int K>
+DS4_T5 void shared_w_z(const uint8_t* w, const float* const* x, int64_t n, float* out) {
+  const uint8_t* const rows[1] = {w};
+  shared_wx_z<L, 1, K>(rows, x, n, out);
 }
 
 /// out[k] = dot(decode(w[k]), x) for k < K (K <= 4).
@@ -575,7 +548,7 @@ void dot_rows2_f32_x4(GgmlType type, const void* const* w_rows, const float* con
     return;
   }
   const auto* const* w = reinterpret_cast<const uint8_t* const*>(w_rows);
-  with_loader(type, [&](auto l) { shared_wx_z<decltype(l)>(w, x, n, out); });
+  with_loader(type, [&](auto l) { shared_wx_z<decltype(l), 2, 4>(w, x, n, out); });
 }
 
 void dot_rows4_f32(GgmlType type, const void* const* w_rows, const float* x, int64_t n, float* out) {

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/session.h"
 #include "engine/model_config.h"
 #include "gguf/gguf_file.h"
 #include "support/test_env.h"
@@ -75,6 +76,20 @@ inline std::string write_plan(const ModelConfig& c, const std::vector<int64_t>& 
   const std::string path = (test::scratch_dir(scratch) / "plan.json").string();
   std::ofstream(path) << j.dump(1) << "\n";
   return path;
+}
+
+/// The routing of the decode steps in `tr`: per layer, the router's ids of every position after
+/// the first `prompt_len` (which were the prompt's); each layer must hold prompt_len + gen - 1
+/// positions (a test failure and an empty result otherwise). The input of
+/// placement::plan_bytes_for_routing.
+inline std::vector<std::vector<std::vector<int32_t>>> decode_routes(const ForwardTrace& tr, size_t prompt_len, int gen) {
+  std::vector<std::vector<std::vector<int32_t>>> routes;
+  for (const auto& layer : tr.router) {
+    EXPECT_EQ(layer.size(), prompt_len + size_t(gen) - 1);
+    if (layer.size() != prompt_len + size_t(gen) - 1) return {};
+    routes.emplace_back(layer.begin() + std::ptrdiff_t(prompt_len), layer.end());
+  }
+  return routes;
 }
 
 }  // namespace ds4::emu_test

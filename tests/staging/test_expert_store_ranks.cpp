@@ -44,6 +44,18 @@ MixedPlacement placement() {
   return p;
 }
 
+/// Store options for R rank threads reading R slices, host experts served from their slabs,
+/// pageable buffers, no fallback notes.
+StoreOptions rank_options(int R) {
+  StoreOptions o;
+  o.ranks = R;
+  o.rank_threads = R;
+  o.host_direct = true;
+  o.pin = false;
+  o.print_fallback = false;
+  return o;
+}
+
 TEST(MixedStoreRanks, RankThreadsReadTheirNvmeExpertsAndSlicesAtOnce) {
   const auto dir = test::scratch_dir("staging_store_ranks");
   const std::string path = (dir / "experts.gguf").string();
@@ -51,13 +63,7 @@ TEST(MixedStoreRanks, RankThreadsReadTheirNvmeExpertsAndSlicesAtOnce) {
   auto m = gguf::GgufModel::open(path);
   ASSERT_TRUE(m.ok()) << m.error().message;
   for (int R : {2, 4}) {
-    StoreOptions o;
-    o.ranks = R;
-    o.rank_threads = R;
-    o.host_direct = true;
-    o.pin = false;
-    o.print_fallback = false;
-    auto s = make_mixed_expert_store(placement(), *m, o);
+    auto s = make_mixed_expert_store(placement(), *m, rank_options(R));
     ASSERT_TRUE(s.ok()) << s.error().message;
     ExpertStore& store = **s;
     EXPECT_EQ(&store.for_rank(0), &store);
@@ -131,13 +137,7 @@ TEST(MixedStoreRanks, BeginPrefetchReadsARanksNvmeSlicesAnew) {
   auto m = gguf::GgufModel::open(path);
   ASSERT_TRUE(m.ok()) << m.error().message;
   constexpr int R = 2;
-  StoreOptions o;
-  o.ranks = R;
-  o.rank_threads = R;
-  o.host_direct = true;
-  o.pin = false;
-  o.print_fallback = false;
-  auto s = make_mixed_expert_store(placement(), *m, o);
+  auto s = make_mixed_expert_store(placement(), *m, rank_options(R));
   ASSERT_TRUE(s.ok()) << s.error().message;
   ExpertStore& store = **s;
   for (int r = 0; r < R; ++r) {  // one rank at a time: each view from one thread

@@ -210,11 +210,8 @@ TEST(TensorParallel, SplitStagingPlanGivesTp1BitsAndThePlansLinkBytesPerRank) {
       ASSERT_EQ(lg.size(), blog.size()) << what;
       for (size_t i = 0; i < lg.size(); ++i) EXPECT_TRUE(same_bits(lg[i], blog[i])) << what << " step " << i;
       // The plan's bookkeeping for the decode steps' routing (one token per step).
-      std::vector<std::vector<std::vector<int32_t>>> routes;
-      for (const auto& layer : tr.router) {
-        ASSERT_EQ(layer.size(), prompt.size() + kGen - 1);
-        routes.emplace_back(layer.begin() + std::ptrdiff_t(prompt.size()), layer.end());
-      }
+      const auto routes = emu_test::decode_routes(tr, prompt.size(), kGen);
+      ASSERT_FALSE(routes.empty());
       auto pf = placement::read_plan_file(plan, c.n_layer, c.n_expert, c.n_expert_used);
       ASSERT_TRUE(pf.ok()) << pf.error().message;
       const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(test::tiny_gguf().string(), c.n_layer);
