@@ -255,6 +255,11 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
     const std::string where = path + ": layers[" + std::to_string(l) + "]";
     if (!lj.is_object() || !lj.contains("mode") || !lj.contains("tier") || !lj.contains("owner") || !lj.contains("node"))
       return Error{where + ": expected keys mode, tier, owner, node"};
+    // The array position is the layer; a "layer" index that disagrees (a hand-edited or reordered
+    // file) would put this entry's placements on another layer without a word.
+    if (lj.contains("layer") && (!lj["layer"].is_number_integer() || lj["layer"].get<int64_t>() != l))
+      return Error{where + ".layer: expected " + std::to_string(l) +
+                   " (layers listed in order, one per model layer), found " + lj["layer"].dump().substr(0, 60)};
     const std::string mode = lj["mode"].is_string() ? lj["mode"].get<std::string>() : std::string();
     if (mode != "split" && mode != "whole")
       return Error{where + ".mode: expected \"split\" or \"whole\", found " + lj["mode"].dump()};

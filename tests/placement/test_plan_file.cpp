@@ -71,6 +71,19 @@ TEST(PlanFile, RoundTripOnTheRealModel) {
   auto own = load_plan((dir / "owner.json").string(), 43, 256, 4, 2);
   ASSERT_FALSE(own.ok());
   EXPECT_NE(own.error().message.find("owner: expected 0..3, found 9"), std::string::npos) << own.error().message;
+  // Entries out of order: layers[4] says it is layer 3 (its placements went to layer 4 silently).
+  j = nlohmann::json::parse(std::ifstream(path));
+  j["layers"][4]["layer"] = 3;
+  std::ofstream(dir / "order.json") << j.dump();
+  auto order = load_plan((dir / "order.json").string(), 43, 256, 4, 2);
+  ASSERT_FALSE(order.ok()) << "expected an error for layers[4].layer 3, found none";
+  EXPECT_NE(order.error().message.find("layers[4].layer: expected 4"), std::string::npos) << order.error().message;
+  EXPECT_NE(order.error().message.find("found 3"), std::string::npos) << order.error().message;
+  j["layers"][4]["layer"] = "4";
+  std::ofstream(dir / "order.json") << j.dump();
+  auto str = load_plan((dir / "order.json").string(), 43, 256, 4, 2);
+  ASSERT_FALSE(str.ok()) << "expected an error for layers[4].layer \"4\", found none";
+  EXPECT_NE(str.error().message.find("layers[4].layer: expected 4"), std::string::npos) << str.error().message;
 }
 
 TEST(PlanFile, EngineReaderChecksTheModelAndCarriesThePrediction) {
