@@ -172,7 +172,8 @@ Result<ModelShape> load_model_shape(const std::string& path) {
     s.compress_ratios.push_back(v.get<int>());
   }
   // HF/reference configs list one extra entry per MTP/draft layer after the main layers.
-  if (int(s.compress_ratios.size()) > s.n_layers) s.compress_ratios.resize(size_t(s.n_layers));
+  // (Only for a valid layer count: validate_model_shape names a negative one; resizing to it threw.)
+  if (s.n_layers > 0 && int(s.compress_ratios.size()) > s.n_layers) s.compress_ratios.resize(size_t(s.n_layers));
   DS4_TRY_VOID(validate_model_shape(s, path));
   return s;
 }

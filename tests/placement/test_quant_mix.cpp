@@ -102,6 +102,15 @@ TEST(ModelShape, LoadsHfConfigKeys) {
   auto b = load_model_shape((dir / "bad.json").string());
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("hidden_size"), std::string::npos) << b.error().message;
+  // A negative layer count with more ratios than that is named, not a std::length_error escaping
+  // (fuzz_json finding: the reference configs' extra MTP ratios were cut to n_layers entries).
+  std::ofstream(dir / "neg.json") << R"({"n_layers": -3, "dim": 4096, "vocab_size": 129280, "n_heads": 64,
+    "head_dim": 512, "q_lora_rank": 1024, "o_groups": 8, "o_lora_rank": 1024, "window_size": 128,
+    "index_n_heads": 64, "index_head_dim": 128, "n_routed_experts": 256, "n_activated_experts": 6,
+    "moe_inter_dim": 2048, "compress_ratios": [0, 0, 4, 128]})";
+  auto neg = load_model_shape((dir / "neg.json").string());
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.error().message.find("n_layers: expected > 0, found -3"), std::string::npos) << neg.error().message;
   auto missing = load_model_shape((dir / "none.json").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("none.json"), std::string::npos);

@@ -166,9 +166,11 @@ TEST(TensorParallelNvme, OneRanksReadErrorFailsTheEvalInsteadOfHanging) {
   for (const auto& t : g->tensors())
     if (t.name.find("_exps.weight") != std::string::npos && t.name.rfind("blk." + std::to_string(last_layer) + ".", 0) == 0)
       cut = std::min(cut, t.file_offset);
-  for (const auto& t : g->tensors())
-    if (t.file_offset + t.nbytes > cut)
+  for (const auto& t : g->tensors()) {
+    if (t.file_offset + t.nbytes > cut) {
       ASSERT_EQ(t.name.rfind("blk." + std::to_string(last_layer) + ".ffn_", 0), 0u) << t.name << " lies past the cut";
+    }
+  }
   const ModelConfig cfg = [&] {
     const auto b = emu_test::open_tiny("cpu", 1, "");
     return b->config();
