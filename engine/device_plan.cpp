@@ -93,7 +93,7 @@ Result<placement::PlanFile> plan_for_device(const gguf::GgufModel& file, const d
   if (!made) return Error{std::string(d.name()) + ": the plan made at load: " + made.error().message};
   PlanFile pf;
   pf.plan = std::move(made).value();
-  // The CUDA backend computes every routed expert on the GPU: CPU-tier experts are staged.
+  // CPU-tier experts are staged: this profile's CPU figures are guesses (device_plan.h).
   int resident = 0, staged = 0, moved = 0;
   for (auto& layer : pf.plan.experts)
     for (ExpertPlacement& e : layer) {

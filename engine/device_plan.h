@@ -7,8 +7,9 @@
 // (placement/gpu_estimates.h) and PCIe 3 x16 figures, which only order the planner's choices.
 // The planner (placement/planner.h, policy "planner", uniform routing prior) then sizes the
 // dense weights, sequence state, workspace and staging slots, and fills what is left with
-// resident experts. The CUDA backend computes every routed expert on the GPU, so experts the
-// planner would compute on the CPU are staged from host memory instead (Tier::Host); the
+// resident experts. Experts the planner would compute on the CPU are staged from host memory
+// instead (Tier::Host): the backend can compute CPU-tier experts beside the GPU (a --plan's, from
+// `plan --hw` with measured figures), but this profile's CPU figures are guesses, not probes; the
 // returned plan is the one the model is loaded by, so its bookkeeping (plan_bytes_for_routing)
 // is the run's. Its `predicted` bytes per tier and `predicted_tok_s` are the cost model's
 // prediction for that plan as loaded (bench prints them beside its measurement).

@@ -55,14 +55,16 @@ class Dsv4Model final : public Model {
       t.host += b.host;
       t.h2d_staged += b.h2d_staged;
     }
+    for (const auto& d : cpu_expert_devices_) t.host += d->weight_tier_bytes().host;
     return t;
   }
 
   std::vector<RankDeviceCounters> rank_device_counters() const override {
     std::vector<RankDeviceCounters> v;
-    for (const auto& d : devices_) {
-      const dev::WeightTierBytes b = d->weight_tier_bytes();
-      v.push_back({{b.device_resident, b.staged, b.host, b.h2d_staged}, d->link_timing()});
+    for (size_t r = 0; r < devices_.size(); ++r) {
+      const dev::WeightTierBytes b = devices_[r]->weight_tier_bytes();
+      const uint64_t host = b.host + (r < cpu_expert_devices_.size() ? cpu_expert_devices_[r]->weight_tier_bytes().host : 0);
+      v.push_back({{b.device_resident, b.staged, host, b.h2d_staged}, devices_[r]->link_timing()});
     }
     return v;
   }
@@ -72,6 +74,11 @@ class Dsv4Model final : public Model {
   /// Rank r's device, shard and comm endpoint (null comm when tp == 1).
   dev::Device& device(int rank = 0) const { return *devices_.at(rank); }
   const TpShard& shard(int rank) const { return shards_.at(rank); }
+  /// The CPU device that computes rank r's experts the plan puts on the CPU beside its GPU
+  /// (ExpertStore::cpu_computed), or null (a CPU backend, or no such expert in the plan).
+  dev::Device* cpu_experts_device(int rank) const {
+    return size_t(rank) < cpu_expert_devices_.size() ? cpu_expert_devices_[size_t(rank)].get() : nullptr;
+  }
   comm::Comm* comm(int rank) const { return comms_.empty() ? nullptr : comms_.at(rank).get(); }
   const ModelWeights& weights() const { return weights_; }
   /// Rank r's device tensors of the non-expert weights.
@@ -90,6 +97,7 @@ class Dsv4Model final : public Model {
   ModelOptions opts_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<std::unique_ptr<dev::Device>> devices_;
+  std::vector<std::unique_ptr<dev::Device>> cpu_expert_devices_;  // per rank: cpu_experts_device
   std::vector<DeviceWeights> dweights_;  // one per rank device
   std::vector<std::unique_ptr<comm::Comm>> comms_;
   std::vector<TpShard> shards_;

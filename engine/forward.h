@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <memory>
 #include <vector>
 
 #include "engine/model_config.h"
@@ -129,6 +130,12 @@ class Forward {
   /// splits that layer's region in two. Uploads, the routed-expert binds and launches and the
   /// downloads stay outside. Same results either way.
   void set_graphs(bool on) { graphs_ = on; }
+  /// The CPU device that computes, on a device with its own memory (the CUDA backend), the routed
+  /// experts the store says the plan computes on the CPU (ExpertStore::cpu_computed): they are
+  /// never bound on the GPU; the host computes them while the GPU runs the block's other experts,
+  /// and their output rows join the GPU's slots in stream order (moe_cpu_experts). Null (default):
+  /// every expert on `device`. Must outlive the Forward; only with a device that owns memory.
+  void set_cpu_experts_device(dev::Device* host);
 
  private:
   /// The batch's rows [r0, r1) belong to chunk `i`.
@@ -151,6 +158,15 @@ class Forward {
   /// error is returned after the all-gather (the other ranks' collectives still match).
   Result<void> moe_split(int l, const dev::Tensor& xb, const dev::Tensor& rwb, std::span<const int32_t> ids,
                          float limit, const dev::Tensor& yb, const std::function<void()>& after_binds);
+  /// The experts of one token block [t0, t1) of layer l that the plan computes on the CPU
+  /// (`experts`, ascending, owned by this rank), computed by the CPU device from the host copies
+  /// of the layer's x and routing weights (cpu_x_, cpu_rw_: [n, dim], [n, K]) and ids_host_;
+  /// their slots' rows are then uploaded and added into `yb` [nb*K, dim] on the GPU stream (rows
+  /// of those slots must hold +0 there; every other row gets +0 added: exact). Runs on the host
+  /// after the block's GPU launches are queued, so the GPU computes its experts meanwhile.
+  /// Counts expert_weight_bytes_. Errors: the expert store's.
+  Result<void> moe_cpu_experts(int l, int64_t t0, int64_t t1, std::span<const int32_t> experts, float limit,
+                               const dev::Tensor& yb);
   /// Indexer of layer l for segment `s`: top-k compressed block ids per token into sel [n_s, idx_topk].
   Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
                               const dev::Tensor& sel);
@@ -219,6 +235,16 @@ class Forward {
                                                    // uploads (kept until the next moe: the stream
                                                    // is synchronized by then)
   std::vector<float> logits_host_;
+  // Experts computed on the CPU beside a GPU (set_cpu_experts_device, moe_cpu_experts).
+  dev::Device* cpu_dev_ = nullptr;
+  std::unique_ptr<Workspace> cpu_ws_;                // on cpu_dev_
+  std::vector<int32_t> cpu_step_;                    // moe: this step's CPU-computed experts
+  std::vector<int32_t> cpu_block_;                   // moe: those of the current token block
+  std::vector<float> cpu_x_, cpu_rw_, cpu_y_;        // host copies: x [n, dim], rw [n, K], slots
+  std::vector<dev::ExpertTensors> cpu_bound_;        // moe_cpu_experts: one batch of CPU binds
+  size_t cpu_block_n_ = 0;                           // moe_cpu_experts: token blocks of this moe call
+  std::vector<std::vector<float>> cpu_rows_;         // [block] the uploaded slot rows (kept until
+  std::vector<std::vector<int32_t>> cpu_index_;      // the next moe, as split_host_) and inverse index
 };
 
 }  // namespace ds4

@@ -8,7 +8,8 @@
 // Staged-expert pipeline (issue 20 item 2): the step's experts are bound (staged copies queued on
 // the device's copy stream) before the shared expert and the routed launches are queued; the
 // hash-routed layers' staged experts (whole ones, and this rank's slices of a Split layer's) are
-// bound at the step's start (prefetch_hash_layers).
+// bound at the step's start (prefetch_hash_layers). Experts the plan computes on the CPU are
+// computed by the host beside the GPU (moe_cpu_experts, engine/moe_cpu_experts.cpp).
 #include <algorithm>
 #include <array>
 
@@ -81,6 +82,23 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   if (shard_.ranks > 1)
     std::erase_if(step_experts, [&](int32_t e) { return experts_.rank_sliced(l, e); });
   split_block_ = 0;
+  // Experts the plan computes on the CPU (set_cpu_experts_device): never bound on the GPU. The
+  // host computes them from its copies of x and the routing weights, complete now (the router's
+  // ids were just waited for), while the GPU runs the rest (moe_cpu_experts).
+  std::vector<int32_t>& cpu_step = cpu_step_;
+  cpu_step.clear();
+  cpu_block_n_ = 0;
+  if (cpu_dev_) {
+    for (int32_t e : step_experts)
+      if (experts_.cpu_computed(l, e)) cpu_step.push_back(e);
+    std::erase_if(step_experts, [&](int32_t e) { return experts_.cpu_computed(l, e); });
+    if (!cpu_step.empty()) {
+      cpu_x_.resize(static_cast<size_t>(n * dim));
+      cpu_rw_.resize(static_cast<size_t>(n * K));
+      dev_.download(s_, x, cpu_x_.data(), cpu_x_.size() * 4);
+      dev_.download(s_, rw, cpu_rw_.data(), cpu_rw_.size() * 4);
+    }
+  }
   // Shared expert (clamp from swiglu_clamp_shexp; 0 = none, as REF) into its own buffers: queued
   // on the compute stream right after the first batch of routed binds, so the staged copies run
   // on the copy stream behind it; added to `out` after the routed sum (the single-device order).
@@ -108,7 +126,14 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   for (int64_t t0 = 0; t0 < n; t0 += block) {
     const int64_t t1 = std::min(n, t0 + block), nb = t1 - t0;
     const dev::Tensor Yb = Y.rows_view(0, nb * K), idb = ids.rows_view(t0, t1);
-    if (comm_) dev_.fill(s_, Yb, 0.0f);
+    std::vector<int32_t>& cpu_block = cpu_block_;  // this block's CPU-computed experts, ascending
+    cpu_block.clear();
+    for (int e : cpu_step)
+      if (std::find(ids_host_.begin() + t0 * K, ids_host_.begin() + t1 * K, e) != ids_host_.begin() + t1 * K)
+        cpu_block.push_back(e);
+    // +0 in the rows no launch of this rank writes: other ranks' experts (summed by the
+    // all-reduce) and the CPU's (added after the GPU's launches).
+    if (comm_ || !cpu_block.empty()) dev_.fill(s_, Yb, 0.0f);
     if (shard_.ranks > 1)  // split staging first: it writes +0 into the other slots' columns
       if (Result<void> sr = moe_split(l, x.rows_view(t0, t1), rw.rows_view(t0, t1),
                                       std::span<const int32_t>(ids_host_).subspan(static_cast<size_t>(t0 * K),
@@ -175,6 +200,10 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
         dev_.moe_experts(s_, x.rows_view(t0, t1), idb, rw.rows_view(t0, t1), bound, limit, act_, Yb,
                          std::span<const int32_t>(ids_host_).subspan(static_cast<size_t>(t0 * K),
                                                                       static_cast<size_t>((t1 - t0) * K)));
+    }
+    if (!cpu_block.empty() && failed.ok()) {
+      queue_shared();  // the GPU's own work first, then the host computes its experts meanwhile
+      if (Result<void> cr = moe_cpu_experts(l, t0, t1, cpu_block, limit, Yb); !cr) failed = cr.error();
     }
     // After the last block's routed launches: the next graph region (the rest of this layer, then
     // the next layer up to its router, or the head) begins.
@@ -360,7 +389,7 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
         // before the next get).
         if (shard_.ranks > 1 && experts_.rank_sliced(l, e))
           ss.push_back(e);
-        else if (shard_.owns_expert(l, e) && !experts_.stable(l, e))
+        else if (shard_.owns_expert(l, e) && !experts_.stable(l, e) && !(cpu_dev_ && experts_.cpu_computed(l, e)))
           es.push_back(e);
       }
     for (auto* v : {&es, &ss}) {

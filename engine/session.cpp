@@ -125,7 +125,8 @@ Result<PlanSetup> plan_setup(const std::string& f, const ModelOptions& o, const 
 /// A device with its own memory (the CUDA backend): the non-expert weights and every expert of
 /// rank `shard` (its owned experts; all at tp 1) the store keeps in stable memory (VRAM-resident
 /// experts: the mmap / the plan's resident slabs) are copied to the device now; staged experts are
-/// copied at each use (dev::BindMode::Staged). The non-expert weights go to every rank's
+/// copied at each use (dev::BindMode::Staged); experts the plan computes on the CPU
+/// (ExpertStore::cpu_computed) stay in host memory. The non-expert weights go to every rank's
 /// device, the tensor-parallel matrices only the rank's part of them (bind_device_weights).
 /// Prints the device's memory budget and the load
 /// progress to stderr. Error when they do not fit.
@@ -139,7 +140,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
   uint64_t expert_bytes = 0;
   for (int l = 0; l < c.n_layer; ++l)
     for (int e = 0; e < c.n_expert; ++e) {
-      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e)) continue;
+      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e) || w.experts->cpu_computed(l, e)) continue;
       for (int p = 0; p < 3; ++p) {
         DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
         expert_bytes += m.row_bytes * static_cast<uint64_t>(m.out);
@@ -156,7 +157,7 @@ Result<void> upload_to_device(const std::string& path, dev::Device& d, const Mod
   int shown = -1;
   for (int l = 0; l < c.n_layer; ++l) {
     for (int e = 0; e < c.n_expert; ++e) {
-      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e)) continue;
+      if (!w.experts->stable(l, e) || !shard.owns_expert(l, e) || w.experts->cpu_computed(l, e)) continue;
       for (int p = 0; p < 3; ++p) {
         DS4_TRY(dev::WeightMatrix m, w.experts->get(l, e, static_cast<staging::ExpertProj>(p)));
         (void)d.bind(m);
@@ -279,6 +280,14 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (cuda) {
     for (int r = 0; r < R; ++r)
       DS4_TRY_VOID(upload_to_device(path, *m->devices_[r], m->config_, m->weights_, m->shards_[r], &m->dweights_));
+    // Experts the plan computes on the CPU: one CPU device per rank computes them beside the
+    // rank's GPU work (Forward::set_cpu_experts_device), with the rank's share of the threads.
+    bool cpu_experts = false;
+    for (int l = 0; l < m->config_.n_layer && !cpu_experts; ++l)
+      for (int e = 0; e < m->config_.n_expert && !cpu_experts; ++e) cpu_experts = m->weights_.experts->cpu_computed(l, e);
+    if (cpu_experts)
+      for (int r = 0; r < R; ++r)
+        m->cpu_expert_devices_.push_back(dev::make_device(dev::BackendKind::Cpu, R == 1 ? opts.threads : per_rank));
   } else {
     for (int r = 0; r < R; ++r)
       m->dweights_.push_back(bind_device_weights(m->config_, m->weights_, *m->devices_[r], m->shards_[r]));
@@ -342,12 +351,16 @@ Dsv4Session::Dsv4Session(std::shared_ptr<Dsv4Model> m, int64_t capacity) : model
                                                     model_->device(r), model_->act_format(), model_->shard(r),
                                                     model_->comm(r)));
     forwards_.back()->set_graphs(model_->options().cuda_graphs);
+    forwards_.back()->set_cpu_experts_device(model_->cpu_experts_device(r));
   }
 }
 
 WeightTraffic Dsv4Session::weight_traffic() const {
   WeightTraffic t;
-  for (int r = 0; r < model_->tp(); ++r) t.total += model_->device(r).weight_bytes_read();
+  for (int r = 0; r < model_->tp(); ++r) {
+    t.total += model_->device(r).weight_bytes_read();
+    if (const dev::Device* h = model_->cpu_experts_device(r)) t.total += h->weight_bytes_read();
+  }
   for (const auto& f : forwards_) {
     t.routed_experts += f->expert_weight_bytes();
     t.staged_by_rank.push_back(f->staged_expert_bytes());

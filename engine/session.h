@@ -79,7 +79,8 @@ struct RankMemory {
 struct DeviceTierTraffic {
   uint64_t device_resident = 0;  // matrices in device memory (CUDA: VRAM; bound at load)
   uint64_t staged = 0;           // matrices copied into a device slot for their launch
-  uint64_t host = 0;             // matrices read in host memory (the CPU backend)
+  uint64_t host = 0;             // matrices read in host memory (the CPU backend; on CUDA, the
+                                 // experts the plan computes on the CPU)
   uint64_t h2d_staged = 0;       // bytes the staged copies moved host -> device
 };
 

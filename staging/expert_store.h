@@ -68,6 +68,11 @@ class ExpertStore {
   /// for stores the rank threads share as they are, returns *this. `rank` outside
   /// [0, rank threads) is a programmer error (checked where the store has rank views).
   virtual ExpertStore& for_rank(int rank) { return *this; }
+  /// True when the plan computes (layer, expert) on the CPU (ExpertHome::Cpu: a host slab read in
+  /// place; ExpertHome::NvmeCpu: read from the file into a host buffer): a device with its own
+  /// memory never uploads or stages it, and the engine computes it with a CPU device beside the
+  /// GPU's work (Forward::set_cpu_experts_device). Default: false.
+  virtual bool cpu_computed(int layer, int expert) const { return false; }
   /// True when the engine computes (layer, expert) split over the tensor-parallel ranks (the split
   /// staging of a placement plan's Split layer, engine/tensor_parallel.md): every rank binds its
   /// get_rank_slice of each projection instead of the whole get(). Default: false (whole experts).

@@ -63,6 +63,13 @@ class MixedExpertStore final : public ExpertStore {
     return host_direct_ && p_.home[size_t(layer)][size_t(expert)] == ExpertHome::Host;
   }
 
+  bool cpu_computed(int layer, int expert) const override {
+    if (layer < 0 || layer >= int(p_.home.size()) || expert < 0 || expert >= int(p_.home[size_t(layer)].size()))
+      return false;
+    const ExpertHome h = p_.home[size_t(layer)][size_t(expert)];
+    return h == ExpertHome::Cpu || h == ExpertHome::NvmeCpu;
+  }
+
   /// A Host expert (served from its slab) of a split layer, in a store of R > 1 rank slices; an
   /// Nvme expert of a split layer too when the R rank threads have their readers.
   bool rank_sliced(int layer, int expert) const override {
@@ -411,6 +418,7 @@ class MixedExpertStore final : public ExpertStore {
       return s_.get_rank_slice(layer, expert, proj, rank);
     }
     bool rank_sliced(int layer, int expert) const override { return s_.rank_sliced(layer, expert); }
+    bool cpu_computed(int layer, int expert) const override { return s_.cpu_computed(layer, expert); }
     Result<void> begin_step(int layer, std::span<const int> experts) override {
       return s_.begin_step_at(rank_, layer, experts);
     }
