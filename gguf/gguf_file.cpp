@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "ds4/mapped_files.h"
 #include "gguf/gguf_validate.h"
 #include "kernels/quant/ggml_type.h"
 
@@ -27,7 +28,10 @@ struct GgufModel::Mapping {
   void* addr = nullptr;
   uint64_t size = 0;
   ~Mapping() {
-    if (addr) munmap(addr, size);
+    if (addr) {
+      mapped_files::remove(addr);  // its SIGBUS report (common/ds4/mapped_files.h)
+      munmap(addr, size);
+    }
   }
 };
 
@@ -291,6 +295,7 @@ Result<GgufModelBuilder::ParsedFile> GgufModelBuilder::parse(const std::string& 
       return Error{path + ": cannot mmap " + std::to_string(size) + " bytes: " + std::strerror(e)};
     }
     pf.map->addr = a;
+    mapped_files::add(a, size, path);
     pf.map->size = size;
   }
   ::close(fd);

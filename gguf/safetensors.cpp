@@ -3,6 +3,7 @@
 // transformers' `model.safetensors.index.json` (`weight_map`).
 #include "gguf/safetensors.h"
 #include "ds4/json_depth.h"
+#include "ds4/mapped_files.h"
 #include "gguf/safetensors_shards.h"
 
 #include <fcntl.h>
@@ -217,7 +218,10 @@ struct SafetensorsCheckpoint::Mapping {
   void* addr = nullptr;
   uint64_t size = 0;
   ~Mapping() {
-    if (addr) munmap(addr, size);
+    if (addr) {
+      mapped_files::remove(addr);  // its SIGBUS report (common/ds4/mapped_files.h)
+      munmap(addr, size);
+    }
   }
 };
 
@@ -358,6 +362,7 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& pat
         return Error{p + ": cannot mmap " + std::to_string(map->size) + " bytes: " + std::strerror(e)};
       }
       map->addr = a;
+      mapped_files::add(a, map->size, p);
     }
     ::close(fd);
     StShard shard;

@@ -9,6 +9,7 @@
 #include <vector>
 #include <string_view>
 
+#include "ds4/mapped_files.h"
 #include "ds4/oom_message.h"
 #include "engine/cli/command.h"
 
@@ -73,6 +74,8 @@ std::string unknown_option(const CLI::App& app, const CLI::App& sub, const std::
 
 int main(int argc, char** argv) {
   using ds4::cli::kExitBadInput;
+  // A model file cut or rewritten while mapped: one error naming it, not a silent SIGBUS death.
+  ds4::mapped_files::install_sigbus_report("ds4-offload", kExitBadInput);
   CLI::App app{"ds4-offload: DeepSeek-V4-Flash on consumer GPUs with expert offload"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ds4-offload 0.1.0");
