@@ -167,6 +167,11 @@ class Forward {
   /// Counts expert_weight_bytes_. Errors: the expert store's.
   Result<void> moe_cpu_experts(int l, int64_t t0, int64_t t1, std::span<const int32_t> experts, float limit,
                                const dev::Tensor& yb);
+  /// Expert e of layer l's gate, up and down matrices (ExpertProj order) from this rank's store
+  /// view; the store's first error otherwise.
+  Result<std::array<dev::WeightMatrix, 3>> expert_matrices(int l, int e);
+  /// Bytes of a weight matrix (out rows of row_bytes).
+  static uint64_t matrix_bytes(const dev::WeightMatrix& w) { return static_cast<uint64_t>(w.out) * w.row_bytes; }
   /// Indexer of layer l for segment `s`: top-k compressed block ids per token into sel [n_s, idx_topk].
   Result<void> indexer_select(int l, const dev::Tensor& q, const dev::Tensor& w, const Seg& s, LayerState& ls,
                               const dev::Tensor& sel);

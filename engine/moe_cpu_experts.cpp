@@ -48,17 +48,13 @@ Result<void> Forward::moe_cpu_experts(int l, int64_t t0, int64_t t1, std::span<c
   for (int32_t e : experts) {
     const bool stable = experts_.stable(l, e);
     if (!stable) flush();
-    auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
-    auto wu = experts_.get(l, e, staging::ExpertProj::Up);
-    auto wd = experts_.get(l, e, staging::ExpertProj::Down);
-    if (!wg.ok() || !wu.ok() || !wd.ok()) {
-      failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
+    Result<std::array<dev::WeightMatrix, 3>> w = expert_matrices(l, e);
+    if (!w.ok()) {
+      failed = w.error();
       break;
     }
-    bound.push_back(dev::ExpertTensors{e, h.bind(*wg), h.bind(*wu), h.bind(*wd)});
-    expert_weight_bytes_ += static_cast<uint64_t>(wg->out) * wg->row_bytes +
-                            static_cast<uint64_t>(wu->out) * wu->row_bytes +
-                            static_cast<uint64_t>(wd->out) * wd->row_bytes;
+    bound.push_back(dev::ExpertTensors{e, h.bind((*w)[0]), h.bind((*w)[1]), h.bind((*w)[2])});
+    expert_weight_bytes_ += matrix_bytes((*w)[0]) + matrix_bytes((*w)[1]) + matrix_bytes((*w)[2]);
     if (!stable) flush();
   }
   if (failed.ok()) flush();

@@ -172,25 +172,20 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
         const bool staged = !stable && bind_copies;
         const bool ahead = stable || bind_copies;
         if (!bound.empty() && (!ahead || (staged && ring > 0 && staged_binds + 3 > ring))) break;
-        auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
-        auto wu = experts_.get(l, e, staging::ExpertProj::Up);
-        auto wd = experts_.get(l, e, staging::ExpertProj::Down);
-        if (!wg.ok() || !wu.ok() || !wd.ok()) {
-          failed = !wg.ok() ? wg.error() : !wu.ok() ? wu.error() : wd.error();
+        Result<std::array<dev::WeightMatrix, 3>> w = expert_matrices(l, e);
+        if (!w.ok()) {
+          failed = w.error();
           break;
         }
         ++next;
         if (staged && staged_binds == 0)  // no staged tensor of this layer awaits a reader now
-          ring = dev_.reserve_staged_binds(std::max({static_cast<uint64_t>(wg->out) * wg->row_bytes,
-                                                     static_cast<uint64_t>(wu->out) * wu->row_bytes,
-                                                     static_cast<uint64_t>(wd->out) * wd->row_bytes}));
+          ring = dev_.reserve_staged_binds(
+              std::max({matrix_bytes((*w)[0]), matrix_bytes((*w)[1]), matrix_bytes((*w)[2])}));
         if (!stable) dev_.set_bind_mode(dev::BindMode::Staged);
-        bound.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
+        bound.push_back(dev::ExpertTensors{e, dev_.bind((*w)[0]), dev_.bind((*w)[1]), dev_.bind((*w)[2])});
         if (!stable) dev_.set_bind_mode(dev::BindMode::Persistent);
         if (staged) staged_binds += 3;
-        const uint64_t eb = static_cast<uint64_t>(wg->out) * wg->row_bytes +
-                            static_cast<uint64_t>(wu->out) * wu->row_bytes +
-                            static_cast<uint64_t>(wd->out) * wd->row_bytes;
+        const uint64_t eb = matrix_bytes((*w)[0]) + matrix_bytes((*w)[1]) + matrix_bytes((*w)[2]);
         expert_weight_bytes_ += eb;
         if (!stable) staged_expert_bytes_ += eb;
         if (!ahead) break;
@@ -221,6 +216,14 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
   dev_.add(s_, out, sy);
   ws_.release(mk);
   return ok();
+}
+
+Result<std::array<dev::WeightMatrix, 3>> Forward::expert_matrices(int l, int e) {
+  std::array<dev::WeightMatrix, 3> m;
+  for (int p = 0; p < 3; ++p) {
+    DS4_TRY(m[size_t(p)], experts_.get(l, e, static_cast<staging::ExpertProj>(p)));
+  }
+  return m;
 }
 
 Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor& rwb, std::span<const int32_t> ids,
@@ -296,12 +299,12 @@ Result<void> Forward::moe_split(int l, const dev::Tensor& xb, const dev::Tensor&
       }
       DS4_CHECK(w->out == (p == 2 ? dr : ffr));
       m[i][static_cast<size_t>(p)] = *w;
-      largest = std::max(largest, static_cast<uint64_t>(w->out) * w->row_bytes);
+      largest = std::max(largest, matrix_bytes(*w));
     }
   const int ring = failed.ok() && dev_.owns_memory() && n_pre < es.size() ? dev_.reserve_staged_binds(largest) : 0;
   const bool early_down = ring == 0 || 3 * (es.size() - n_pre) <= static_cast<size_t>(ring);
   auto bind = [&](const dev::WeightMatrix& w) {
-    const uint64_t b = static_cast<uint64_t>(w.out) * w.row_bytes;
+    const uint64_t b = matrix_bytes(w);
     expert_weight_bytes_ += b;
     staged_expert_bytes_ += b;
     dev_.set_bind_mode(dev::BindMode::Staged);
@@ -410,13 +413,10 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
     bool failed = false;  // a store error: moe() gets the expert again and reports it
     dev_.set_bind_mode(dev::BindMode::Staged);
     for (int32_t e : es) {
-      auto wg = experts_.get(l, e, staging::ExpertProj::Gate);
-      auto wu = experts_.get(l, e, staging::ExpertProj::Up);
-      auto wd = experts_.get(l, e, staging::ExpertProj::Down);
-      if ((failed = !wg.ok() || !wu.ok() || !wd.ok())) break;
-      pf.experts.push_back(dev::ExpertTensors{e, dev_.bind(*wg), dev_.bind(*wu), dev_.bind(*wd)});
-      pf.bytes.push_back(static_cast<uint64_t>(wg->out) * wg->row_bytes + static_cast<uint64_t>(wu->out) * wu->row_bytes +
-                         static_cast<uint64_t>(wd->out) * wd->row_bytes);
+      Result<std::array<dev::WeightMatrix, 3>> w = expert_matrices(l, e);
+      if ((failed = !w.ok())) break;
+      pf.experts.push_back(dev::ExpertTensors{e, dev_.bind((*w)[0]), dev_.bind((*w)[1]), dev_.bind((*w)[2])});
+      pf.bytes.push_back(matrix_bytes((*w)[0]) + matrix_bytes((*w)[1]) + matrix_bytes((*w)[2]));
       binds += 3;
     }
     if (!failed && !ss.empty() && !prefetch_started) {
@@ -432,9 +432,7 @@ void Forward::prefetch_hash_layers(std::span<const int32_t> tokens) {
           experts_.get_rank_slice(l, e, staging::ExpertProj::Down, shard_.rank)};
       if ((failed = !w[0].ok() || !w[1].ok() || !w[2].ok())) break;  // moe_split gets it again
       pf.split.push_back(dev::ExpertTensors{e, dev_.bind(*w[0]), dev_.bind(*w[1]), dev_.bind(*w[2])});
-      pf.split_bytes.push_back({static_cast<uint64_t>(w[0]->out) * w[0]->row_bytes,
-                                static_cast<uint64_t>(w[1]->out) * w[1]->row_bytes,
-                                static_cast<uint64_t>(w[2]->out) * w[2]->row_bytes});
+      pf.split_bytes.push_back({matrix_bytes(*w[0]), matrix_bytes(*w[1]), matrix_bytes(*w[2])});
       binds += 3;
       prefetched_slices_ += 3;
     }
