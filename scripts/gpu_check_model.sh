@@ -284,6 +284,34 @@ PY
       sum "tp $tp experts staged by the plan: run greedy text DIFFERS"; fail "tiny tp $tp plan compare" "$a.text"
     fi
   done
+  # tp 1 with experts a plan computes on the CPU beside the GPU (engine/moe_cpu_experts.cpp): the
+  # staged plan with every other staged expert of each layer moved to tier C.
+  [[ "$BACK_A" == cuda ]] || return 0
+  plan="$LOGDIR/tiny_plan_cpu.json"
+  step "tiny plan cpu experts" 60 "$LOGDIR/tiny_plan_cpu.log" \
+      bash "$ROOT/scripts/gpu_check_model.sh" staged-plan "$TINY" "$ROOT/configs/hw/1x2080ti-22g-pcie3.json" 1 512 0.5 1 "$plan" \
+    || return 0
+  python3 - "$plan" <<'PY' >> "$LOGDIR/tiny_plan_cpu.log" || { sum "tiny plan cpu experts: could not rewrite the plan"; return 0; }
+import json, sys
+p = json.load(open(sys.argv[1])); moved = 0
+for layer in p["layers"]:
+    t = list(layer["tier"]); staged = [i for i, c in enumerate(t) if c not in "V"]
+    for i in staged[::2]:
+        t[i] = "C"; moved += 1
+    layer["tier"] = "".join(t)
+json.dump(p, open(sys.argv[1], "w"))
+print(f"{moved} staged experts moved to the CPU")
+PY
+  sum "tp 1 cpu-expert plan: $(tail -1 "$LOGDIR/tiny_plan_cpu.log")"
+  a="$LOGDIR/tiny_a_${BACK_A}_plan_cpu"
+  step "tiny cpu experts run" 90 "$a.run.log" bash -c '"$@" > "'"$a.text"'"' _ \
+      "$DS4" run -m "$TINY" --backend "$BACK_A" --plan "$plan" -p "The quick brown fox" -n 32 --temp 0 \
+      --ignore-eos || return 0
+  if cmp -s "$a.text" "$b.text"; then
+    sum "PASS experts computed on the CPU beside the GPU (plan tier C): run greedy text equal to $BACK_B's"
+  else
+    sum "experts on the CPU beside the GPU: run greedy text DIFFERS"; fail "tiny cpu experts compare" "$a.text"
+  fi
 }
 
 # ---- synthetic DeepSeek-V4-Flash-shaped model + bench -----------------------------------------------
