@@ -58,7 +58,7 @@ struct PlanSetup {
 /// expert sizes against the model file (see ModelOptions::expert_plan).
 Result<placement::PlanFile> read_plan(const std::string& path, const ModelOptions& o, const ModelConfig& c,
                                       const gguf::GgufModel& file) {
-  const std::string& f = o.expert_plan;  // --experts-tier as well: refused before (Dsv4Model::open)
+  const std::string& f = o.expert_plan;  // with --experts-tier as well: refused before (Dsv4Model::open)
   DS4_TRY(placement::PlanFile pf, placement::read_plan_file(f, c.n_layer, c.n_expert, c.n_expert_used));
   // Same shape, other expert type: the plan's byte sizes say so (placement/gguf_sizes.h counts
   // them as `plan -m` did).
@@ -185,6 +185,11 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   if (opts.threads < 0 || opts.threads > kMaxThreads)
     return Error{path + ": threads: expected 0 (all) to " + std::to_string(kMaxThreads) + ", found " +
                  std::to_string(opts.threads)};
+  // Tensor-parallel rank count, checked before anything is loaded or repacked (an --experts-tier
+  // store at tp > 1 is built for tp rank threads).
+  const int R = opts.tp;
+  if (R != 1 && R != 2 && R != 4 && R != 8)
+    return Error{path + ": tensor parallelism: tp=" + std::to_string(R) + ": expected 1, 2, 4 or 8"};
   auto kind = dev::parse_backend(opts.backend);
   if (!kind.ok()) return Error{path + ": --backend: " + kind.error().message};
   const bool cuda = *kind == dev::BackendKind::Cuda;
@@ -198,22 +203,26 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
   DS4_TRY(m->config_, model_config_from_gguf(m->file_.metadata(), m->file_.tensors(), path));
   DS4_TRY(m->weights_, bind_weights(m->file_, m->config_));
   if (!opts.experts_tier.empty()) {
-    // --experts-tier: every routed expert from one staging tier (staging/expert_store.h). The
-    // tier's store is made for one thread, so it is used at tp 1 only. The name is checked first
-    // (a misspelt tier is named as such at any tp), then a --plan given as well.
+    // --experts-tier: every routed expert from one staging tier (staging/expert_store.h). The name
+    // is checked first (a misspelt tier is named as such at any tp), then a --plan given as well.
     DS4_TRY(staging::ExpertTier tier, staging::parse_expert_tier(opts.experts_tier));
     if (!opts.expert_plan.empty())
       return Error{path + ": expert plan " + opts.expert_plan + " and --experts-tier " + opts.experts_tier +
                    ": expected one of them"};
-    if (opts.tp != 1)
-      return Error{path + ": --experts-tier " + opts.experts_tier + " with tp=" + std::to_string(opts.tp) +
-                   ": expected tp=1 (its store is used by one rank thread only; a --plan made for " +
-                   std::to_string(opts.tp) + " ranks, `plan --hw` with a profile of " + std::to_string(opts.tp) +
-                   " GPUs, stages experts from host memory or NVMe at tp > 1)"};
     if (tier == staging::ExpertTier::Nvme && m->file_.has_in_memory_tensors())
       return Error{path + ": --experts-tier nvme reads experts from the model file, but this checkpoint's experts are "
                           "repacked in memory at load; expected a GGUF (ds4-offload convert --to gguf)"};
-    DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
+    if (opts.tp == 1) {
+      // tp 1: the tier's caching store (make_expert_store: an LFU expert cache reused across
+      // steps, one NVMe reader), made for one thread.
+      DS4_TRY(m->weights_.experts, staging::make_expert_store(tier, m->file_, staging::StoreOptions{}));
+    } else {
+      // tp > 1: the rank threads share the store, so it is the plan-driven store with every
+      // expert at the tier's home (make_rank_tier_store): host experts read in place from their
+      // slabs, NVMe experts read by each rank's own reader, owners the default TP ownership
+      // (ModelOptions::expert_placement). No cache: each use of a staged expert moves its bytes.
+      DS4_TRY(m->weights_.experts, staging::make_rank_tier_store(tier, m->file_, opts.tp, staging::StoreOptions{}));
+    }
   }
   // Backend: a device with its own memory and neither --plan nor --experts-tier gets a plan made
   // now from the device's free memory (engine/device_plan.h); the device is made first for it.
@@ -259,9 +268,6 @@ Result<std::shared_ptr<Dsv4Model>> Dsv4Model::open(const std::string& path, cons
     DS4_TRY(m->tokenizer_, Tokenizer::create(std::move(vocab), path));
   }
   // Tensor-parallel ranks: shards validated before any thread or device is made.
-  const int R = opts.tp;
-  if (R != 1 && R != 2 && R != 4 && R != 8)
-    return Error{path + ": tensor parallelism: tp=" + std::to_string(R) + ": expected 1, 2, 4 or 8"};
   for (int r = 0; r < R; ++r) {
     auto sh = make_tp_shard(m->config_, m->weights_, r, R, m->opts_.expert_placement);
     if (!sh.ok()) return Error{path + ": " + sh.error().message};

@@ -48,8 +48,12 @@ struct ModelOptions {
   std::vector<std::vector<int32_t>> expert_placement;
   /// Forces every routed expert into one staging tier (staging/expert_store.h): "resident",
   /// "host" or "nvme"; empty = experts read straight from the GGUF mapping (the default until the
-  /// planner's plan drives placement). Only with tp = 1 for now (the caching stores are not
-  /// shared between rank threads).
+  /// planner's plan drives placement). Exclusive with expert_plan; "nvme" needs a GGUF (not a
+  /// checkpoint repacked in memory). tp 1: the tier's caching store (staging::make_expert_store;
+  /// its expert cache reuses staged experts across steps). tp > 1: the rank threads share the
+  /// plan-driven store with every expert at the tier's home (staging::make_rank_tier_store): host
+  /// experts read from their slabs, each rank reads its NVMe experts with its own reader, owners as
+  /// expert_placement; no cache, so every use of a staged expert moves (and counts) its bytes.
   std::string experts_tier;
   /// Placement plan file (`ds4-offload plan --json`, placement/plan_report.h): every routed expert
   /// where the plan puts it (staging::make_mixed_expert_store: vram -> resident slab, host ->

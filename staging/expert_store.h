@@ -184,6 +184,20 @@ struct MixedPlacement {
 Result<std::unique_ptr<ExpertStore>> make_mixed_expert_store(const MixedPlacement& p, const gguf::GgufModel& model,
                                                              const StoreOptions& opts);
 
+/// `--experts-tier` at tp > 1: a plan-driven store (make_mixed_expert_store) that `rank_threads`
+/// tensor-parallel rank threads share (ExpertStore::for_rank), with every routed expert of `model`
+/// at `tier`'s home (Resident, Host or Nvme), whole (no split layer), on one unbound host node.
+/// Host experts are served from their slabs (StoreOptions::host_direct; counted in
+/// bytes_host_to_device at every get() of a projection) and pinned per layer where the host
+/// memory limits allow (plan_host_ranges, as make_expert_store's host tier; `opts.pin` false: none
+/// pinned); each rank reads its Nvme experts with its own reader (bytes_nvme_to_device); Resident
+/// experts are read in place (bytes_resident_reads). Counters report the tier's name. `opts`
+/// host_direct, ranks, rank_threads and tier_name are set here; the rest is used as given.
+/// Errors: rank_threads < 1, host memory too small for the resident/host tier (with the numbers),
+/// and the errors of make_mixed_expert_store.
+Result<std::unique_ptr<ExpertStore>> make_rank_tier_store(ExpertTier tier, const gguf::GgufModel& model,
+                                                          int rank_threads, StoreOptions opts);
+
 /// "resident", "host", "cpu", "nvme", "nvme-cpu".
 const char* expert_home_name(ExpertHome h);
 

@@ -193,6 +193,7 @@ class MixedExpertStore final : public ExpertStore {
     for (int r = 1; r < o.rank_threads; ++r) views_.push_back(std::make_unique<RankView>(*this, r));
     step_.assign(size_t(NL), 0);
     host_direct_ = o.host_direct;
+    tier_name_ = o.tier_name;
     if (!staged) return ok();
     CacheOptions co;
     co.n_layer = NL;
@@ -353,7 +354,7 @@ class MixedExpertStore final : public ExpertStore {
 
   StagingCounters counters() const override {
     StagingCounters c;
-    c.tier = "plan";
+    c.tier = tier_name_.empty() ? "plan" : tier_name_;
     c.slab_bytes = pinned_ + pageable_;
     c.pinned_bytes = pinned_;
     c.pageable_bytes = pageable_;
@@ -441,6 +442,7 @@ class MixedExpertStore final : public ExpertStore {
   std::unique_ptr<NvmeReader> reader_;
   std::unique_ptr<ExpertCache> cache_;
   bool host_direct_ = false;                         // StoreOptions::host_direct
+  std::string tier_name_;                            // StoreOptions::tier_name
   int ranks_ = 1;                                    // StoreOptions::ranks: rank slices of split layers
   int rank_threads_ = 1;                             // StoreOptions::rank_threads
   std::vector<std::unique_ptr<NvmeRankReader>> rank_nvme_;  // [rank] rank_threads > 1 with NVMe experts

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "staging/expert_cache.h"
@@ -28,6 +29,9 @@ struct StoreOptions {
   // at use (the CUDA backend's dev::BindMode::Staged ring is then the only staging copy). Needs no
   // cache, so a plan without NVMe experts gives a store rank threads may share (tp > 1).
   bool host_direct = false;
+  // make_mixed_expert_store: the name its counters report (StagingCounters::tier); empty: "plan".
+  // make_rank_tier_store sets the tier's name ("resident", "host", "nvme").
+  std::string tier_name;
   EvictionPolicy policy = EvictionPolicy::LfuDecay;
   double decay = 0.95;
   std::vector<std::vector<int>> hot_experts;  // [layer] experts kept in the cache for the run

@@ -338,7 +338,8 @@ void add_model_options(CLI::App* s, ModelArgs& a, const ModelOptionSet& which) {
   if (which.experts_tier)
     s->add_option("--experts-tier", a.experts_tier,
                   "Force every routed expert into one staging tier: resident, host or nvme (diagnosis; default: "
-                  "read from the GGUF mapping)")
+                  "read from the GGUF mapping). Any --tp: at tp > 1 each rank reads the experts it owns (no "
+                  "cache across steps); nvme needs a GGUF; not with --plan")
         ->check(non_empty("resident, host or nvme"));
   if (which.plan)
     s->add_option("--plan", a.plan,

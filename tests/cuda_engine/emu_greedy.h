@@ -27,15 +27,17 @@ inline std::vector<int32_t> golden_prompt(size_t n) {
 }
 
 /// Opens test::tiny_gguf() on `backend` at tensor parallelism `tp`, with plan file `plan` ("" =
-/// none), activations `act` and one thread; null (and a test failure) when it does not open.
+/// none), activations `act`, one thread and experts tier `tier` ("" = none: --experts-tier); null
+/// (and a test failure) when it does not open.
 inline std::shared_ptr<Dsv4Model> open_tiny(const std::string& backend, int tp, const std::string& plan,
-                                            Activations act = Activations::F32) {
+                                            Activations act = Activations::F32, const std::string& tier = "") {
   ModelOptions o;
   o.activations = act;
   o.backend = backend;
   o.tp = tp;
   o.threads = 1;
   o.expert_plan = plan;
+  o.experts_tier = tier;
   auto m = Dsv4Model::open(test::tiny_gguf().string(), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   return m.ok() ? *m : nullptr;

@@ -19,6 +19,9 @@
 //   slices of a split NVMe expert with its own reader, whole layers' NVMe experts are read by
 //   their owner): tokens and logits bits equal the CPU backend's, each rank's copy engine moved its
 //   plan link bytes, and the store's bytes_nvme_to_device equal the plan's NVMe bytes.
+// - --experts-tier host and nvme at tp 2 (no plan; every expert staged, default owners): tokens
+//   and logits bits equal the CPU backend's, each rank stages the bytes of the routed experts it
+//   owns, the NVMe tier's store read every routed expert once.
 // - The hash-layer prefetch: each rank's split slices bound at the steps' start and the steps
 //   whose prefetch the 24-slot ring cut short (WeightTraffic::prefetched_slices_by_rank,
 //   prefetch_ring_stops_by_rank) equal what the routing and the plan imply (hash layer 1 is Split
@@ -148,10 +151,11 @@ const std::vector<int32_t>& prompt() {
   return p;
 }
 
-GenRun generate(const std::string& backend, int tp, const std::string& plan, Activations act = Activations::F32) {
+GenRun generate(const std::string& backend, int tp, const std::string& plan, Activations act = Activations::F32,
+                const std::string& tier = "") {
   GenRun r;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan, act);
+  const std::shared_ptr<Dsv4Model> m = emu_test::open_tiny(backend, tp, plan, act, tier);
   if (!m) return r;
   r.config = m->config();
   r.has_plan = m->expert_plan() != nullptr;
@@ -457,6 +461,52 @@ TEST(CudaEmuTp, Tp4SplitStagingGivesTheCpuBitsAndThePlansBytes) {
 TEST(CudaEmuTp, Tp2NvmeExpertsGiveTheCpuBitsAndThePlansBytes) {
   if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
   check_staged(2, true, Activations::F32, true);
+}
+
+// --experts-tier host and nvme at tp 2 (every expert staged: host experts copied from their slabs,
+// NVMe experts read by their owner's reader; no plan, default owners e*2/n_expert): the CPU
+// backend's bits; each rank stages exactly the bytes of the routed experts it owns, the rest is
+// the CPU run's non-expert bytes, and the NVMe tier's store read every routed expert once.
+TEST(CudaEmuTp, Tp2ExpertsTierHostAndNvmeGiveTheCpuBitsAndTheTiersBytes) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  constexpr int tp = 2;
+  const GenRun& cpu = cpu_run(tp);
+  for (const char* tier : {"host", "nvme"}) {
+    const GenRun r = generate("cuda", tp, "", Activations::F32, tier);
+    ASSERT_FALSE(r.has_plan) << tier;
+    EXPECT_EQ(r.tokens, cpu.tokens) << tier;
+    EXPECT_EQ(r.trace.router, cpu.trace.router) << tier;
+    ASSERT_EQ(r.logits.size(), cpu.logits.size()) << tier;
+    for (size_t i = 0; i < r.logits.size(); ++i) EXPECT_TRUE(same_bits(r.logits[i], cpu.logits[i])) << tier << " step " << i;
+    const ModelConfig& c = r.config;
+    const std::vector<int64_t> eb = emu_test::expert_bytes_from_header(test::tiny_gguf().string(), c.n_layer);
+    std::vector<uint64_t> owned(size_t(tp), 0);
+    uint64_t all = 0;
+    const auto routes = decode_routes(cpu);
+    for (size_t l = 0; l < routes.size(); ++l)
+      for (const auto& t : routes[l])
+        for (int32_t e : t) {
+          owned[size_t(e) * tp / size_t(c.n_expert)] += uint64_t(eb[l]);
+          all += uint64_t(eb[l]);
+        }
+    ASSERT_GT(all, 0u);
+    EXPECT_EQ(double(cpu.traffic.routed_experts), double(all)) << "the CPU run vs its routing";
+    const uint64_t dense = cpu.traffic.total - cpu.traffic.routed_experts;
+    EXPECT_EQ(r.tiers.staged, all) << tier;
+    EXPECT_EQ(r.tiers.h2d_staged, all) << tier;
+    EXPECT_EQ(r.tiers.device_resident, dense) << tier;
+    EXPECT_EQ(r.nvme_to_device, std::string(tier) == "nvme" ? all : 0u) << tier << ": bytes_nvme_to_device";
+    ASSERT_EQ(r.rank_tiers.size(), size_t(tp));
+    ASSERT_EQ(r.traffic.staged_by_rank.size(), size_t(tp));
+    for (int k = 0; k < tp; ++k) {
+      EXPECT_EQ(r.rank_tiers[size_t(k)].h2d_staged, owned[size_t(k)]) << tier << " rank " << k;
+      EXPECT_EQ(r.traffic.staged_by_rank[size_t(k)], owned[size_t(k)]) << tier << " rank " << k;
+    }
+    for (size_t k = 0; k < r.bind_stats.size(); ++k)
+      EXPECT_EQ(r.bind_stats[k].overwritten_unread, 0u) << tier << " rank " << k;
+    std::printf("  tp %d --experts-tier %s: %.1f s; decode bytes/token staged %.0f\n", tp, tier, r.seconds,
+                double(all) / (kGen - 1));
+  }
 }
 
 // tp 4 staged, under two emulator seeds (the random interleaving of streams and the start delays

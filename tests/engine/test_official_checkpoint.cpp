@@ -195,11 +195,21 @@ TEST(OfficialCheckpoint, FolderUnderTensorParallelAndStagingTiers) {
   ModelOptions host;
   host.experts_tier = "host";
   EXPECT_TRUE(same_bits(run(host), base)) << "--experts-tier host";
-  ModelOptions nvme;
-  nvme.experts_tier = "nvme";
-  auto m = Dsv4Model::open(folder().string(), nvme);
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("repacked in memory at load"), std::string::npos) << m.error().message;
+  // tp 2: the rank threads' tier store (staging::make_rank_tier_store) over the repacked experts.
+  ModelOptions host2 = host;
+  host2.tp = 2;
+  EXPECT_TRUE(same_bits(run(host2), base)) << "--experts-tier host --tp 2";
+  for (int tp : {1, 2}) {
+    ModelOptions nvme;
+    nvme.experts_tier = "nvme";
+    nvme.tp = tp;
+    auto m = Dsv4Model::open(folder().string(), nvme);
+    ASSERT_FALSE(m.ok()) << "tp " << tp;
+    EXPECT_NE(m.error().message.find("--experts-tier nvme reads experts from the model file, but this checkpoint's "
+                                     "experts are repacked in memory at load"),
+              std::string::npos)
+        << m.error().message;
+  }
 }
 
 TEST(OfficialCheckpoint, FolderMeetsExactGoldens) {

@@ -290,9 +290,9 @@ TEST_F(Cli, RunRejectsBadInputs) {
   check(m + "-p x --experts-tier gpu", "resident");
   check(m + "-p x --tp 3", "tp=3");
   check(m + "-p x -t 100000", "expected 0 (all) to 1024");  // one OS thread each: refused, not spawned
-  check(m + "-p x --tp 2 --experts-tier host", "expected tp=1");
   // A misspelt tier is named as such at any tp (was: "expected tp=1"), and with --plan as well.
-  check(m + "-p x --tp 2 --experts-tier gpu", "experts tier: expected resident, host or nvme, found 'gpu'");
+  for (const char* tp : {"", "--tp 2 ", "--tp 4 "})
+    check(m + "-p x " + tp + "--experts-tier gpu", "experts tier: expected resident, host or nvme, found 'gpu'");
   write(dir_ / "plan.json", "{}");
   check(m + "-p x --tp 2 --experts-tier nvme --plan '" + (dir_ / "plan.json").string() + "'",
         "and --experts-tier nvme: expected one of them");
@@ -662,6 +662,31 @@ TEST_F(Cli, RunSameTextAcrossTiersAndRanks) {
   EXPECT_NE(nv.text.find("nvme reader:"), std::string::npos) << nv.text;
   auto t4 = sh(m + "--tp 4");
   EXPECT_NE(t4.text.find("run: rank 3: weights"), std::string::npos) << t4.text;
+}
+
+// --experts-tier at tp > 1 (was refused: "expected tp=1"): the rank threads share a store with
+// every expert at the tier's home; same greedy text as tp 1 with the GGUF mapping, and the summary
+// reports the tier, its NVMe reader and every rank.
+TEST_F(Cli, RunExpertsTierAtTp2And4) {
+  const std::string m = "run -m '" + fixture_gguf().string() + "' -p 'hello there' -n 8 --temp 0 ";
+  auto text = [](const std::string& t) {
+    const size_t h = t.find("run: sampling");
+    const size_t start = h == std::string::npos ? 0 : t.find('\n', h) + 1;
+    return t.substr(start, t.find("\nrun: prompt tokens") - start);
+  };
+  auto base = sh(m);
+  ASSERT_EQ(base.code, 0) << base.text;
+  auto nv = sh(m + "--tp 2 --experts-tier nvme");
+  ASSERT_EQ(nv.code, 0) << nv.text;
+  EXPECT_EQ(text(nv.text), text(base.text));
+  EXPECT_NE(nv.text.find("experts: tier nvme"), std::string::npos) << nv.text;
+  EXPECT_NE(nv.text.find("nvme reader:"), std::string::npos) << nv.text;
+  EXPECT_NE(nv.text.find("run: rank 1: weights"), std::string::npos) << nv.text;
+  auto host = sh(m + "--tp 4 --experts-tier host");
+  ASSERT_EQ(host.code, 0) << host.text;
+  EXPECT_EQ(text(host.text), text(base.text));
+  EXPECT_NE(host.text.find("experts: tier host"), std::string::npos) << host.text;
+  EXPECT_NE(host.text.find("run: rank 3: weights"), std::string::npos) << host.text;
 }
 
 TEST_F(Cli, PerplexityOnText) {

@@ -2,7 +2,8 @@
 // o_groups = 8 — 8 canonical shards, one query head and two indexer heads per shard, quantized
 // attention projections (Q8_0) and MXFP4 experts — gives bit-identical logits for tp 1, 2, 4 and 8,
 // with F32 and with Q8_1 activations, over a prefill that crosses ratio-4 and window boundaries
-// and greedy decode steps. No reference exists for this random model: the check is bit-identity.
+// and greedy decode steps; --experts-tier host and nvme at tp 8 too. No reference exists for this
+// random model: the check is bit-identity.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,11 +33,15 @@ std::string make_model() {
   return path;
 }
 
-std::vector<float> run(int tp, Activations act, std::vector<int32_t>* greedy) {
+/// Prefill + 6 greedy steps at `tp` (experts tier `tier`, "" = the GGUF mapping): every logit row;
+/// the greedy tokens in `greedy`, the store's counters after the run in `counters` when given.
+std::vector<float> run(int tp, Activations act, std::vector<int32_t>* greedy, const std::string& tier = "",
+                       staging::StagingCounters* counters = nullptr) {
   ModelOptions o;
   o.tp = tp;
   o.activations = act;
   o.threads = 2;
+  o.experts_tier = tier;
   auto m = Dsv4Model::open(make_model(), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   if (!m.ok()) return {};
@@ -57,6 +62,7 @@ std::vector<float> run(int tp, Activations act, std::vector<int32_t>* greedy) {
     for (int32_t v = 1; v < 512; ++v)
       if (row[v] > row[tok]) tok = v;
   }
+  if (counters) *counters = (*m)->expert_counters();
   return all;
 }
 
@@ -73,6 +79,27 @@ TEST(TensorParallelEight, Tp1248BitIdenticalOnAnEightGroupModel) {
           << "tp=" << tp << (act == Activations::F32 ? " f32" : " q8");
       EXPECT_EQ(g, g1) << "tp=" << tp;
     }
+  }
+}
+
+// --experts-tier host and nvme at tp 8 (the rank threads' tier store): tp 1's bits (default
+// store); the tier's bytes are counted and no other tier's.
+TEST(TensorParallelEight, ExpertsTierHostAndNvmeAtTp8GiveTp1Bits) {
+  std::vector<int32_t> g1;
+  const auto base = run(1, Activations::F32, &g1);
+  ASSERT_FALSE(base.empty());
+  for (const char* tier : {"host", "nvme"}) {
+    std::vector<int32_t> g;
+    staging::StagingCounters c;
+    const auto got = run(8, Activations::F32, &g, tier, &c);
+    ASSERT_EQ(got.size(), base.size()) << tier;
+    EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(float)), 0) << tier;
+    EXPECT_EQ(g, g1) << tier;
+    EXPECT_EQ(c.tier, tier);
+    const bool host = std::string(tier) == "host";
+    EXPECT_EQ(c.bytes_host_to_device > 0, host) << tier;
+    EXPECT_EQ(c.bytes_nvme_to_device > 0, !host) << tier;
+    EXPECT_EQ(c.reader.bytes, c.bytes_nvme_to_device) << tier;
   }
 }
 
