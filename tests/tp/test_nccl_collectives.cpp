@@ -126,6 +126,19 @@ void check_abort(int R) {
 }
 
 TEST(NcclCollectives, AbortReleasesWaitingRanksAndRearmRestores) {
+  {  // one rank (runs on any one GPU): ncclCommAbort, later calls refused, ncclCommInitAll again
+    const std::vector<int> devs{0};
+    auto g = comm::make_nccl_group(devs);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    comm::Comm& c = *(*g)[0];
+    c.abort();
+    c.abort();  // idempotent
+    auto b = c.barrier();
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error().message, comm::kAbortedMessage);
+    c.rearm();
+    test::check_collectives({&c}, cuda_memory_ops(devs), 1000, 31);
+  }
   const int n = device_count();
   int ran = 0;
   for (int R : {2, 4})
