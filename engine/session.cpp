@@ -1,6 +1,7 @@
 // engine/session.cpp — Model::load and Session::create for DeepSeek-V4 GGUFs (see session.h,
 // dsv4_model.h).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <climits>
 #include <new>
@@ -421,14 +422,30 @@ Result<void> Dsv4Session::eval_items(std::span<const BatchItem> items) {
     }
     return v;
   };
+  // A failed eval leaves every rank's position where it was: a rank that got further than the
+  // failing one (it may pass the step's last layer, or, on NCCL, run on with the undefined data of
+  // an aborted collective) must not be a step ahead of the others in the next call.
+  std::vector<std::vector<int64_t>> pos_before(ss.size());
+  for (size_t i = 0; i < ss.size(); ++i)
+    for (const auto& st : ss[i]->states_) pos_before[i].push_back(st->pos);
+  auto restore_positions = [&] {
+    for (size_t i = 0; i < ss.size(); ++i)
+      for (size_t r = 0; r < ss[i]->states_.size(); ++r) ss[i]->states_[r]->pos = pos_before[i][r];
+  };
   if (R == 1) {
     const std::vector<SeqChunk> v = chunks_of(0, &logits0);
-    DS4_TRY_VOID(lead.forwards_[0]->eval(v));
+    if (Result<void> e = lead.forwards_[0]->eval(v); !e) {
+      restore_positions();
+      return e.error();
+    }
   } else {
     // One thread per rank; every rank gets the full logits, rank 0's are returned.
     std::vector<Result<void>> res(static_cast<size_t>(R), ok());
     std::vector<std::vector<std::vector<float>>> scratch(static_cast<size_t>(R),
                                                          std::vector<std::vector<float>>(items.size()));
+    // The first rank to fail is the origin: what the others return after its abort (an aborted
+    // collective's kAbortedMessage, or an error their undefined data led to) is a consequence.
+    std::atomic<int> origin{-1};
     // A rank thread must not let an exception escape (std::terminate, exit 134, temporary output
     // files left behind): an allocation failure becomes this rank's Error, naming the rank and the
     // process's memory.
@@ -443,21 +460,27 @@ Result<void> Dsv4Session::eval_items(std::span<const BatchItem> items) {
         res[r] = Error{"tensor-parallel rank " + std::to_string(r) + " of " + std::to_string(R) + ": " + e.what()};
       }
       // A rank that stops early would leave the others waiting in their next collective: its
-      // abort makes those return kAbortedMessage (the CPU group; see comm::Comm::abort).
-      if (!res[r].ok())
+      // abort makes those return kAbortedMessage and ends their pending ones (comm::Comm::abort:
+      // the CPU and NCCL groups).
+      if (!res[r].ok()) {
+        int none = -1;
+        origin.compare_exchange_strong(none, r);
         if (comm::Comm* c = lead.model_->comm(r)) c->abort();
+      }
     };
     std::vector<std::thread> threads;
     for (int r = 1; r < R; ++r) threads.emplace_back([&, r] { run_rank(r, &scratch[r]); });
     run_rank(0, &logits0);
     for (auto& t : threads) t.join();
-    // The error to report is the one that stopped a rank, not the others' kAbortedMessage; the
-    // group is re-armed for the next call.
-    const Result<void>* first = nullptr;
-    for (auto& r : res)
-      if (!r.ok() && (first == nullptr || first->error().message == comm::kAbortedMessage)) first = &r;
-    if (first != nullptr) {
+    // The error to report is the origin's, not the others' kAbortedMessage (or the first error
+    // that is not kAbortedMessage, should the origin's be one); the group is re-armed for the next
+    // call and every rank's position restored.
+    if (const int o = origin.load(); o >= 0) {
+      const Result<void>* first = &res[size_t(o)];
+      for (auto& r : res)
+        if (!r.ok() && first->error().message == comm::kAbortedMessage) first = &r;
       if (comm::Comm* c = lead.model_->comm(0)) c->rearm();
+      restore_positions();
       return first->error();
     }
   }

@@ -185,7 +185,8 @@ class Session {
 
   /// Feeds `tokens` at positions position()..position()+n-1 (prefill, or a chunk of a prefill, or
   /// n = 1 for decode). Writes logits [n, vocab] (row-major, FP32) into `logits_all` when it is
-  /// non-null, else only the last row into `logits_last` (either may be null).
+  /// non-null, else only the last row into `logits_last` (either may be null). On an error the
+  /// position stays where it was (every rank's, at tp > 1; the error is the first failing rank's).
   virtual Result<void> eval(std::span<const int32_t> tokens, std::vector<float>* logits_all,
                             std::vector<float>* logits_last) = 0;
   /// Number of tokens already fed.

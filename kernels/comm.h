@@ -43,10 +43,16 @@ class Comm {
   /// Called by a rank that stops making the group's calls because of an error (outside any
   /// collective): the other ranks' pending and later collectives return an error whose message
   /// is kAbortedMessage instead of waiting for it forever. The group stays aborted until rearm().
-  /// Default: nothing (a transport that cannot abort; its ranks would still wait).
+  /// Idempotent; any endpoint's thread may call it. Transports that abort: "cpu" (the barrier is
+  /// dropped) and "nccl" (ncclCommAbort of every rank's communicator: collectives already
+  /// enqueued on a stream end without their data, so host waits on those streams return; the
+  /// CUDA device's collectives return kAbortedMessage from then on). Default: nothing (a
+  /// transport that cannot abort; its ranks would still wait).
   virtual void abort() {}
-  /// Makes an aborted group usable again. Call on one endpoint, only while no rank is inside a
-  /// collective (after every rank thread of the failed step has returned). Default: nothing.
+  /// Makes an aborted group usable again ("nccl": waits for every rank's device to drain, then
+  /// ncclCommInitAll over the same devices; a failure is returned by every later collective).
+  /// Call on one endpoint, only while no rank is inside a collective (after every rank thread of
+  /// the failed step has returned). No effect on a group that is not aborted. Default: nothing.
   virtual void rearm() {}
 };
 

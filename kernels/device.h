@@ -170,6 +170,7 @@ struct GraphStats {
   uint64_t instantiations = 0;   ///< executable graphs made: a key's first region, or after a refused update
   uint64_t updates = 0;          ///< executable graphs updated in place from the new capture
   uint64_t update_failures = 0;  ///< updates refused (the region's topology changed): re-instantiated
+  uint64_t discarded = 0;        ///< regions dropped at their end, not launched: they held a collective of a rank group aborted meanwhile (Comm::abort)
 };
 
 /// A compute device. Ops are enqueued on `s` (the default stream when the engine has one stream);

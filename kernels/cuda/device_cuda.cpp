@@ -260,9 +260,25 @@ class CudaDevice final : public dev::Device {
     if (nan_check_enabled()) return false;
     DS4_CHECK(&s == &stream_);
     graphs_.begin(cs(s), key);
+    region_comm_ = nullptr;
     return true;
   }
-  void end_graph(dev::Stream& s) override { graphs_.end(cs(s)); }
+  /// Ends the open region: launches it, unless it captured a collective of a rank group that was
+  /// aborted meanwhile (its communicator is gone): then the region is dropped, and the rank's
+  /// next collective returns kAbortedMessage. The group cannot be aborted during the launch.
+  void end_graph(dev::Stream& s) override {
+    const comm::Comm* c = region_comm_;
+    region_comm_ = nullptr;
+#ifdef DS4_HAVE_NCCL
+    if (c != nullptr) {
+      if (!comm::nccl_run_unless_aborted(*c, [&] { graphs_.end(cs(s)); })) graphs_.end(cs(s), false);
+      return;
+    }
+#else
+    (void)c;
+#endif
+    graphs_.end(cs(s));
+  }
   dev::GraphStats graph_stats() const override { return graphs_.stats(); }
   /// Aborts naming `call` when a graph region is open: `call` waits on the host, copies host
   /// memory or orders work across streams, none of which a captured graph may hold.
@@ -615,8 +631,9 @@ class CudaDevice final : public dev::Device {
                                                 cudaMemcpyDeviceToDevice, st));
       return ok();
     }
-    DS4_TRY(void* nc, nccl_of(c, "all_gather"));
-    if (count) DS4_TRY_VOID(nccl_all_gather(nc, ptr(src), ptr(recv), count, st, "all_gather"));
+    DS4_TRY_VOID(nccl_of(c, "all_gather"));
+    if (count) DS4_TRY_VOID(nccl_all_gather(c, ptr(src), ptr(recv), count, st, "all_gather"));
+    if (graphs_.open()) region_comm_ = &c;
     return ok();
   }
   /// buf = ((p0 + p1) + ...) + p(R-1) over the ranks' bufs, the CPU group's order and bits. One
@@ -630,10 +647,11 @@ class CudaDevice final : public dev::Device {
     DS4_CHECK(buf.contiguous() && buf.type == GgmlType::F32);
     const int64_t count = buf.ne0 * buf.ne1 * buf.ne2;
     CudaStream& cs_ = cst(s);
-    DS4_TRY(void* nc, nccl_of(c, "all_reduce_sum"));
+    DS4_TRY_VOID(nccl_of(c, "all_reduce_sum"));
     if (count == 0) return ok();
     auto* parts = reinterpret_cast<float*>(cs_.coll.get(static_cast<uint64_t>(R) * static_cast<uint64_t>(count) * 4, cs_.s_));
-    DS4_TRY_VOID(nccl_all_gather(nc, ptr(buf), parts, count, cs_.s_, "all_reduce_sum"));
+    DS4_TRY_VOID(nccl_all_gather(c, ptr(buf), parts, count, cs_.s_, "all_reduce_sum"));
+    if (graphs_.open()) region_comm_ = &c;
     check_launch(launch_ordered_sum(cs_.s_, parts, R, count, fp(buf)), "all_reduce_sum ordered_sum");
     nan_check(s, "all_reduce_sum", buf);
     return ok();
@@ -667,36 +685,38 @@ class CudaDevice final : public dev::Device {
     t.nb2 = w.row_bytes * static_cast<uint64_t>(w.out);
     return t;
   }
-  /// The NCCL communicator (as void*: ncclComm_t) of `c` for collective `op`: an Error when `c`
-  /// is not an endpoint of make_nccl_group, was made on another CUDA device, or the build has no
-  /// NCCL (each naming what was expected and found).
-  Result<void*> nccl_of(const comm::Comm& c, const char* op) const {
+  /// Checks that `c` can carry collective `op` on this device: an Error when `c` is not an
+  /// endpoint of make_nccl_group, was made on another CUDA device, or the build has no NCCL (each
+  /// naming what was expected and found). The communicator itself is looked up per enqueue
+  /// (nccl_all_gather): an abort / rearm of the group replaces it.
+  Result<void> nccl_of(const comm::Comm& c, const char* op) const {
 #ifdef DS4_HAVE_NCCL
     const comm::NcclEndpoint e = comm::nccl_endpoint(c);
-    if (!e.comm)
+    if (!e.nccl)
       return Error{std::string("CUDA backend: ") + op + " over " + std::to_string(c.size()) +
                    " ranks: expected an NCCL rank endpoint (comm::make_nccl_group), found a '" + c.name() + "' one"};
     if (e.device != opts_.ordinal)
       return Error{std::string("CUDA backend: ") + op + ": the NCCL endpoint of rank " + std::to_string(c.rank()) +
                    " is on CUDA device " + std::to_string(e.device) + ", expected this device's " +
                    std::to_string(opts_.ordinal)};
-    return static_cast<void*>(e.comm);
+    return ok();
 #else
     return Error{std::string("CUDA backend: ") + op + " over " + std::to_string(c.size()) +
                  " ranks: expected a build with NCCL, found one without (tensor parallelism needs NCCL)"};
 #endif
   }
-  /// ncclAllGather of `count` floats per rank from `send` into `recv` on stream `st`.
-  static Result<void> nccl_all_gather(void* nc, const void* send, void* recv, int64_t count, cudaStream_t st,
-                                      const char* op) {
+  /// ncclAllGather of `count` floats per rank from `send` into `recv` on stream `st` through
+  /// endpoint `c` (comm::nccl_all_gather). An aborted group's error is kAbortedMessage unchanged
+  /// (the engine tells it from the failing rank's own error); others name `op`.
+  static Result<void> nccl_all_gather(const comm::Comm& c, const void* send, void* recv, int64_t count,
+                                      cudaStream_t st, const char* op) {
 #ifdef DS4_HAVE_NCCL
-    const ncclResult_t r =
-        ncclAllGather(send, recv, static_cast<size_t>(count), ncclFloat, static_cast<ncclComm_t>(nc), st);
-    if (r != ncclSuccess)
-      return Error{std::string("CUDA backend: ") + op + ": ncclAllGather failed: " + ncclGetErrorString(r)};
-    return ok();
+    Result<void> r = comm::nccl_all_gather(c, send, recv, static_cast<size_t>(count), st);
+    if (!r.ok() && r.error().message != comm::kAbortedMessage)
+      return Error{std::string("CUDA backend: ") + op + ": " + r.error().message};
+    return r;
 #else
-    (void)nc, (void)send, (void)recv, (void)count, (void)st;
+    (void)c, (void)send, (void)recv, (void)count, (void)st;
     return Error{std::string("CUDA backend: ") + op + ": built without NCCL"};
 #endif
   }
@@ -935,6 +955,7 @@ class CudaDevice final : public dev::Device {
   CudaStream stream_;
   cudaStream_t alloc_stream_ = nullptr;  // alloc()'s zeroing (never captured)
   GraphRegions graphs_;
+  const comm::Comm* region_comm_ = nullptr;  // the endpoint of a collective the open region captured
   mutable std::mutex bind_mu_;
   dev::BindMode mode_ = dev::BindMode::Persistent;
   std::map<std::tuple<const uint8_t*, int, int64_t, int64_t, uint64_t>, Tensor> bound_;

@@ -24,7 +24,7 @@ void GraphRegions::begin(cudaStream_t st, uint64_t key) {
   st_ = st;
 }
 
-void GraphRegions::end(cudaStream_t st) {
+void GraphRegions::end(cudaStream_t st, bool launch) {
   if (!open_ || st != st_) {
     std::fprintf(stderr, "ds4: CUDA backend: end_graph on a stream without an open graph region\n");
     std::abort();
@@ -38,6 +38,12 @@ void GraphRegions::end(cudaStream_t st) {
                  "region conflicted with stream capture\n",
                  static_cast<unsigned long long>(key_), cudaGetErrorName(e), cudaGetErrorString(e));
     std::abort();
+  }
+  if (!launch) {
+    DS4_CUDA_CHECK(cudaGraphDestroy(g));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.discarded;
+    return;
   }
   bool instantiated = false, failed_update = false;
   auto it = execs_.find(key_);

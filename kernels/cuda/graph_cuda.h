@@ -33,8 +33,10 @@ class GraphRegions {
   void begin(cudaStream_t st, uint64_t key);
   /// Ends the capture of `st` (the stream begin() named; aborts otherwise, and when the capture
   /// was invalidated by a call that conflicts with it), updates or instantiates the key's
-  /// executable graph and launches it on `st`.
-  void end(cudaStream_t st);
+  /// executable graph and launches it on `st`. With `launch` false the captured work is dropped
+  /// instead (no update, no launch; counted in GraphStats::discarded): a region holding a
+  /// collective of a rank group aborted meanwhile, whose communicator is gone.
+  void end(cudaStream_t st, bool launch = true);
   /// True while a region is open.
   bool open() const { return open_; }
   /// The open region's key (meaningful while open()).

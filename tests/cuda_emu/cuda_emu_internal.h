@@ -93,6 +93,9 @@ bool head_and_deps_done(const Item& it);
 /// Runs stream work until pred() holds (waits for other host threads' work if none is runnable;
 /// aborts naming the stuck streams after DS4_CUDA_EMU_DEADLOCK_S seconds, default 60).
 void drive(std::unique_lock<std::mutex>& lk, const std::function<bool()>& pred);
+/// Wakes the host threads waiting in drive() (work became runnable or done outside a step, e.g. a
+/// collective ended by ncclCommAbort). Caller holds lock().
+void notify();
 /// The calling host thread's current device.
 int current_device();
 /// Number of emulated devices.

@@ -224,6 +224,7 @@ using namespace rt;
 
 // ---- internal interface ------------------------------------------------------------------------------
 std::mutex& lock() { return st().m; }
+void notify() { st().cv.notify_all(); }
 int current_device() { return t_device; }
 int device_count() { return st().ndev; }
 cudaError_t set_error(cudaError_t e) {

@@ -7,6 +7,12 @@
 // deadlock report names it). Same call sequence on every rank is required (checked: the kind,
 // count, type, op and root of the n-th call must match, else the operation aborts). A call on a
 // capturing stream is recorded into the graph (cuda_emu_graphs.cpp) and posted at each launch.
+// ncclCommAbort(comm) ends comm's rank's part of every pending operation of its clique: its stream
+// item completes without running (recv buffers untouched) and the operation can no longer run, so
+// the other ranks' parts complete when their own communicators are aborted (as on real NCCL, where
+// a peer's kernel waits until its communicator is aborted too). The handle stays valid memory
+// (kept, not freed): a later collective on it returns ncclInvalidUsage and queues nothing, and a
+// second abort or a destroy of it is reported (on real NCCL these are use-after-free).
 #include <nccl.h>
 
 #include <chrono>
@@ -39,6 +45,7 @@ struct Op {
   int root;
   std::vector<Part> parts;
   int posted = 0;
+  bool aborted = false;  // a member's communicator was aborted while the op was pending: never runs
 };
 struct Clique {
   int nranks = 0;
@@ -53,6 +60,7 @@ struct ncclComm {
   std::shared_ptr<Clique> clique;
   int rank = 0, device = 0;
   uint64_t seq = 0;
+  bool aborted = false;  // ncclCommAbort: the handle is dead (kept in aborted_comms())
 };
 
 namespace {
@@ -162,6 +170,11 @@ const char kKindTags[5] = {};
 ncclResult_t post_locked(Kind kind, const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t red,
                          int root, ncclComm_t comm, cudaStream_t stream) {
   if (!comm || !comm->clique) return ncclInvalidArgument;
+  if (comm->aborted) {
+    std::fprintf(stderr, "nccl_emu: a collective on rank %d's aborted communicator: ignored (use after free on real NCCL)\n",
+                 comm->rank);
+    return ncclInvalidUsage;
+  }
   if (type_bytes(type) == 0 || int(red) < 0 || int(red) > 4) return ncclInvalidArgument;
   Clique& c = *comm->clique;
   if (c.joined < c.nranks) return ncclInvalidUsage;  // ncclGroupEnd not reached yet
@@ -207,7 +220,7 @@ ncclResult_t post_locked(Kind kind, const void* send, void* recv, size_t count, 
   ++op->posted;
   std::weak_ptr<Clique> wc = comm->clique;
   it->ready_fn = [op] {
-    if (op->posted < int(op->parts.size())) return false;
+    if (op->aborted || op->posted < int(op->parts.size())) return false;
     for (const auto& q2 : op->parts)
       if (!ds4::emu::head_and_deps_done(*q2.item)) return false;
     return true;
@@ -325,13 +338,50 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return ncclSuccess;
 }
 
+namespace {
+/// Aborted communicators: kept (reachable) so that a later use of the handle is reported.
+std::vector<ncclComm*>& aborted_comms() {
+  static auto* v = new std::vector<ncclComm*>();
+  return *v;
+}
+}  // namespace
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
   std::lock_guard<std::mutex> g(ds4::emu::lock());
+  if (comm->aborted) {
+    std::fprintf(stderr, "nccl_emu: ncclCommDestroy of rank %d's aborted communicator (freed by ncclCommAbort)\n", comm->rank);
+    return ncclInvalidUsage;
+  }
   delete comm;  // queued operations keep the clique alive
   return ncclSuccess;
 }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> g(ds4::emu::lock());
+  if (comm->aborted) {
+    std::fprintf(stderr, "nccl_emu: ncclCommAbort of rank %d's communicator twice\n", comm->rank);
+    return ncclInvalidUsage;
+  }
+  comm->aborted = true;
+  aborted_comms().push_back(comm);
+  Clique& c = *comm->clique;
+  bool all_aborted = true;
+  for (const ncclComm* m : c.members) all_aborted = all_aborted && m && m->aborted;
+  for (auto& [seq, op] : c.ops) {
+    op->aborted = true;  // this rank never takes part again: the op cannot run
+    Part& p = op->parts[size_t(comm->rank)];
+    if (std::shared_ptr<Item> it = std::move(p.item)) {
+      it->done = true;  // leaves its stream untouched-recv; popped when it reaches the head
+      it->ready_fn = nullptr;
+      it->run_fn = nullptr;
+    }
+  }
+  if (all_aborted) c.ops.clear();  // every part has ended
+  ds4::emu::notify();  // host waits on the streams of the ended parts may go on
+  return ncclSuccess;
+}
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   if (!comm || !count) return ncclInvalidArgument;

@@ -27,12 +27,21 @@
 //   prefetch_ring_stops_by_rank) equal what the routing and the plan imply (hash layer 1 is Split
 //   in the split plans), and no staging slot is refilled before its reader is queued.
 // - Two emulator seeds (random stream interleavings and delays) give the same logits bits.
+// - Abort with a graph region that captured a collective: the region is dropped, not launched.
+// - One rank's NVMe read error at tp 2 (the file cut after load): the NCCL group is aborted, eval
+//   returns that rank's error naming the file instead of hanging, and once the file is restored
+//   the same session gives the CPU backend's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -42,6 +51,7 @@
 #include <vector>
 
 #include "engine/dsv4_model.h"
+#include "gguf/gguf_file.h"
 #include "golden_data.h"
 #include "kernels/comm.h"
 #include "kernels/cuda/device_cuda.h"
@@ -122,6 +132,69 @@ TEST(CudaEmuTp, DeviceCollectivesGiveTheCpuGroupsBits) {
   auto e = d->all_reduce_sum(d->stream(), *cpu[0], t);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message.find("expected an NCCL rank endpoint"), std::string::npos) << e.error().message;
+}
+
+// A graph region (a decode step's, Forward::set_graphs) that captured an ncclAllGather while
+// another rank aborted the group is dropped at its end, not launched (the captured collective
+// names a communicator ncclCommAbort freed: use after free on real NCCL); the rank's next
+// collective returns kAbortedMessage. After rearm() regions with collectives launch and give
+// the gathered bits again.
+TEST(CudaEmuTp, AbortDropsAGraphRegionHoldingACollectiveAndRearmRestores) {
+  constexpr int R = 2;
+  constexpr int64_t count = 1000;
+  constexpr uint64_t b = uint64_t(count) * 4;
+  std::vector<std::unique_ptr<dev::Device>> devs;
+  for (int r = 0; r < R; ++r) devs.push_back(dev::make_device(dev::BackendKind::Cuda, 1, r));
+  const std::vector<int> ords{0, 1};
+  auto g = comm::make_nccl_group(ords);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  std::vector<std::vector<float>> in(R, std::vector<float>(size_t(count)));
+  std::vector<float> gathered;
+  for (int r = 0; r < R; ++r) {
+    for (int64_t i = 0; i < count; ++i) in[size_t(r)][size_t(i)] = float(r * 10000 + i);
+    gathered.insert(gathered.end(), in[size_t(r)].begin(), in[size_t(r)].end());
+  }
+  std::vector<std::unique_ptr<dev::Buffer>> sb, rb;
+  std::vector<dev::Tensor> src, recv;
+  for (int r = 0; r < R; ++r) {
+    dev::Device& d = *devs[size_t(r)];
+    sb.push_back(d.alloc(b));
+    rb.push_back(d.alloc(b * R));
+    src.push_back(dev::Tensor{sb.back().get(), 0, GgmlType::F32, count, 1, 1, b, b});
+    recv.push_back(dev::Tensor{rb.back().get(), 0, GgmlType::F32, count, R, 1, b, b * R});
+    d.upload(d.stream(), src.back(), in[size_t(r)].data(), b);
+  }
+  dev::Device& d0 = *devs[0];
+  ASSERT_TRUE(d0.begin_graph(d0.stream(), 7)) << "graph regions are off (DS4_CUDA_CHECK_NAN?)";
+  ASSERT_TRUE(d0.all_gather(d0.stream(), *(*g)[0], src[0], recv[0]));  // captured, not queued
+  (*g)[1]->abort();  // rank 1 fails
+  d0.end_graph(d0.stream());
+  EXPECT_EQ(d0.graph_stats().discarded, 1u);
+  EXPECT_EQ(d0.graph_stats().launches, 0u);
+  auto e = d0.all_gather(d0.stream(), *(*g)[0], src[0], recv[0]);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message, comm::kAbortedMessage);
+  d0.synchronize(d0.stream());  // nothing of the group waits on the stream
+  (*g)[0]->rearm();
+  std::vector<std::vector<float>> got(R, std::vector<float>(size_t(count * R)));
+  std::vector<std::string> err(R);
+  auto rank = [&](int r) {
+    dev::Device& d = *devs[size_t(r)];
+    if (!d.begin_graph(d.stream(), 7)) err[size_t(r)] = "no region";
+    if (auto x = d.all_gather(d.stream(), *(*g)[size_t(r)], src[size_t(r)], recv[size_t(r)]); !x)
+      err[size_t(r)] = x.error().message;
+    d.end_graph(d.stream());
+    d.download(d.stream(), recv[size_t(r)], got[size_t(r)].data(), b * R);
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  for (int r = 0; r < R; ++r) {
+    EXPECT_EQ(err[size_t(r)], "") << "rank " << r;
+    EXPECT_TRUE(same_bits(got[size_t(r)], gathered)) << "rank " << r << ": gathered bits after rearm";
+  }
+  EXPECT_EQ(d0.graph_stats().launches, 1u);
+  EXPECT_EQ(d0.graph_stats().discarded, 1u);
 }
 
 // ---- the model at tp 2 and 4 -----------------------------------------------------------------
@@ -561,6 +634,106 @@ TEST(CudaEmuTp, RanksUploadOnlyTheirShardsAndExperts) {
       EXPECT_EQ(m->device(r).weight_tier_bytes().h2d_persistent, all - others - split / tp * (tp - 1))
           << "tp " << tp << " rank " << r;
     }
+  }
+}
+
+// One rank's NVMe expert read fails (the model file is cut after load; every expert is NVMe,
+// the last layer's owned by rank 1, as tp_nvme_test's OneRanksReadErrorFailsTheEvalInsteadOfHanging
+// on CPU ranks): rank 1 aborts the NCCL group (ncclCommAbort of every communicator), so rank 0's
+// pending ncclAllGather ends and its host wait returns; eval reports rank 1's error naming the
+// file, not kAbortedMessage, instead of hanging (on the emulator: its deadlock report, exit 134),
+// twice. With the file restored, the same session (its group re-made by rearm) then gives the CPU
+// backend's tokens and logits bits, as does a fresh session. A watchdog ends the process should
+// an eval hang.
+TEST(CudaEmuTp, Tp2OneRanksNvmeReadErrorFailsTheEvalAndTheSessionRecovers) {
+  if (test::tiny_dir().empty()) GTEST_SKIP() << "fixture absent";
+  const std::filesystem::path dir = test::scratch_dir("cuda_emu_tp_read_error");
+  const std::filesystem::path copy = dir / "tiny.gguf";
+  std::filesystem::copy_file(test::tiny_gguf(), copy, std::filesystem::copy_options::overwrite_existing);
+  // The cut: where the expert tensors of the layer whose experts start last begin; everything
+  // after it belongs to that layer's experts.
+  int last_layer = -1;
+  uint64_t cut = 0;
+  {
+    auto g = gguf::GgufModel::open(copy.string());
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    for (const auto& t : g->tensors())
+      if (t.name.find("_exps.weight") != std::string::npos && t.file_offset >= cut) {
+        cut = t.file_offset;
+        last_layer = std::stoi(t.name.substr(4, t.name.find('.', 4) - 4));
+      }
+    ASSERT_GE(last_layer, 0);
+    for (const auto& t : g->tensors())
+      if (t.name.find("_exps.weight") != std::string::npos &&
+          t.name.rfind("blk." + std::to_string(last_layer) + ".", 0) == 0)
+        cut = std::min(cut, t.file_offset);
+    for (const auto& t : g->tensors())
+      if (t.file_offset + t.nbytes > cut) {
+        ASSERT_EQ(t.name.rfind("blk." + std::to_string(last_layer) + ".ffn_", 0), 0u) << t.name << " lies past the cut";
+      }
+  }
+  const GenRun& cpu = cpu_run(2);
+  ASSERT_EQ(cpu.tokens.size(), size_t(kGen));
+  const ModelConfig& cfg = cpu.config;
+  const std::string plan = emu_test::write_plan(
+      cfg, emu_test::expert_bytes_from_header(copy.string(), cfg.n_layer), 2,
+      [last_layer](int l, int) { return l == last_layer ? 1 : 0; }, "cuda_emu_tp_read_error_plan", nullptr, nullptr, 0,
+      0, 0, {}, [](int, int) { return 'N'; });
+  ModelOptions o;
+  o.backend = "cuda";
+  o.tp = 2;
+  o.threads = 1;
+  o.expert_plan = plan;
+  auto m = Dsv4Model::open(copy.string(), o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  // Cut the file, keeping its tail to restore it.
+  std::string tail;
+  {
+    std::ifstream in(copy, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(cut));
+    tail.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(tail.size(), 0u);
+  std::filesystem::resize_file(copy, cut);
+  Dsv4Session s(*m);
+  for (int call = 0; call < 2; ++call) {  // the group is re-armed, and fails the same way again
+    std::promise<std::string> done;
+    std::future<std::string> f = done.get_future();
+    std::thread t([&] {
+      std::vector<float> last;
+      auto r = s.eval(prompt(), nullptr, &last);
+      done.set_value(r.ok() ? std::string("ok") : r.error().message);
+    });
+    if (f.wait_for(std::chrono::seconds(600)) != std::future_status::ready) {
+      std::fprintf(stderr, "FAILED: eval %d with one rank's read error still runs after 600 s (hangs)\n", call);
+      std::fflush(stderr);
+      std::_Exit(1);  // watchdog: the eval thread cannot be joined
+    }
+    t.join();
+    const std::string msg = f.get();
+    EXPECT_NE(msg, "ok") << "call " << call;
+    EXPECT_EQ(msg.find(comm::kAbortedMessage), std::string::npos) << msg;  // the failing rank's own error
+    EXPECT_NE(msg.find("tiny.gguf"), std::string::npos) << msg;             // names the file
+    EXPECT_EQ(s.position(), 0) << "a failed eval must not move the session";
+  }
+  {
+    std::ofstream out(copy, std::ios::binary | std::ios::app);
+    out.write(tail.data(), static_cast<std::streamsize>(tail.size()));
+  }
+  ASSERT_EQ(std::filesystem::file_size(copy), cut + tail.size());
+  // The same session, then a fresh one: the CPU backend's tokens and logits bits.
+  for (int k = 0; k < 2; ++k) {
+    Dsv4Session fresh(*m);
+    Dsv4Session& ses = k == 0 ? s : fresh;
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;
+    ForwardTrace trace;
+    emu_test::greedy(ses, prompt(), kGen, &trace, tokens, logits);
+    EXPECT_EQ(tokens, cpu.tokens) << (k == 0 ? "the failed session" : "a fresh session");
+    ASSERT_EQ(logits.size(), cpu.logits.size());
+    for (size_t i = 0; i < logits.size(); ++i)
+      EXPECT_TRUE(same_bits(logits[i], cpu.logits[i])) << (k == 0 ? "the failed session" : "a fresh session")
+                                                        << ", step " << i << ": logits bits";
   }
 }
 

@@ -200,6 +200,7 @@ TEST(TensorParallelNvme, OneRanksReadErrorFailsTheEvalInsteadOfHanging) {
     EXPECT_NE(msg, "ok");
     EXPECT_EQ(msg.find(comm::kAbortedMessage), std::string::npos) << msg;  // the failing rank's own error
     EXPECT_NE(msg.find("tiny.gguf"), std::string::npos) << msg;             // names the file
+    EXPECT_EQ(s.position(), 0) << "a failed eval must not move the session (rank 0 may pass the last layer)";
   }
 }
 
