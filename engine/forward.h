@@ -136,6 +136,14 @@ class Forward {
   /// and their output rows join the GPU's slots in stream order (moe_cpu_experts). Null (default):
   /// every expert on `device`. Must outlive the Forward; only with a device that owns memory.
   void set_cpu_experts_device(dev::Device* host);
+  /// Host seconds this rank spent on the experts computed on the CPU beside its GPU
+  /// (moe_cpu_experts: their gets, the CPU's compute and the result's copy) so far.
+  double cpu_expert_seconds() const { return cpu_expert_s_; }
+  /// Device seconds this rank's GPU sat idle waiting for those experts so far: per token block,
+  /// from the end of the GPU work queued before the host started on them to the point their join
+  /// was queued (0 when the GPU was still busy then: the CPU's time hidden). Waits for the
+  /// stream's timing points not yet read. -1 where the device does not time its stream.
+  double cpu_expert_gpu_idle_seconds();
 
  private:
   /// The batch's rows [r0, r1) belong to chunk `i`.
@@ -248,6 +256,10 @@ class Forward {
   std::vector<float> cpu_x_, cpu_rw_, cpu_y_;        // host copies: x [n, dim], rw [n, K], slots
   std::vector<dev::ExpertTensors> cpu_bound_;        // moe_cpu_experts: one batch of CPU binds
   size_t cpu_block_n_ = 0;                           // moe_cpu_experts: token blocks of this moe call
+  double cpu_expert_s_ = 0, cpu_expert_idle_s_ = 0;  // cpu_expert_seconds, _gpu_idle_seconds
+  bool cpu_expert_timed_ = false;                    // the device gave timing points
+  // Timing points (GPU work queued before the host's compute, the join) not yet read.
+  std::vector<std::pair<std::unique_ptr<dev::Event>, std::unique_ptr<dev::Event>>> cpu_marks_;
   std::vector<std::vector<float>> cpu_rows_;         // [block] the uploaded slot rows (kept until
   std::vector<std::vector<int32_t>> cpu_index_;      // the next moe, as split_host_) and inverse index
 };

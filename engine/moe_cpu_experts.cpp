@@ -12,7 +12,12 @@
 // moe_experts is the reference the GPU kernels equal (kernels/quant/dot_q8_1.h), the rows the
 // CPU computes are added to +0 (exact), and the combine is the usual one, so the tokens and
 // logits are those of the CPU backend.
+// Timing (cpu_expert_seconds, cpu_expert_gpu_idle_seconds): host seconds around the host's part,
+// and two timing points on the compute stream, one recorded when the host starts (it completes
+// when the GPU finishes what was queued before) and one when the join is queued (it completes at
+// the later of that moment and the GPU's finish): their distance is the GPU's idle wait.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/forward.h"
 
@@ -24,9 +29,21 @@ void Forward::set_cpu_experts_device(dev::Device* host) {
   cpu_ws_ = host ? std::make_unique<Workspace>(*host) : nullptr;
 }
 
+double Forward::cpu_expert_gpu_idle_seconds() {
+  for (auto& [a, b] : cpu_marks_) {
+    const double t = b ? dev_.elapsed_s(*a, *b) : -1;
+    cpu_expert_timed_ = cpu_expert_timed_ || t >= 0;
+    if (t > 0) cpu_expert_idle_s_ += t;
+  }
+  cpu_marks_.clear();
+  return cpu_expert_timed_ ? cpu_expert_idle_s_ : -1;
+}
+
 Result<void> Forward::moe_cpu_experts(int l, int64_t t0, int64_t t1, std::span<const int32_t> experts, float limit,
                                       const dev::Tensor& yb) {
   const int64_t nb = t1 - t0, K = c_.n_expert_used, dim = c_.dim, P = nb * K;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<dev::Event> gpu_queued = dev_.record_timed(s_);
   dev::Device& h = *cpu_dev_;
   dev::Stream& hs = h.stream();
   Workspace& hw = *cpu_ws_;
@@ -78,6 +95,8 @@ Result<void> Forward::moe_cpu_experts(int l, int64_t t0, int64_t t1, std::span<c
         inv[static_cast<size_t>(p)] = S++;
         rows.insert(rows.end(), cpu_y_.begin() + p * dim, cpu_y_.begin() + (p + 1) * dim);
       }
+    cpu_expert_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (gpu_queued) cpu_marks_.emplace_back(std::move(gpu_queued), dev_.record_timed(s_));
     const Workspace::Mark mk = ws_.mark();
     const dev::Tensor z = ws_.f32(dim, S), idx = ws_.i32(P, 1), yc = ws_.f32(dim, P);
     dev_.upload(s_, z, rows.data(), rows.size() * 4);

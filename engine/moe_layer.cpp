@@ -92,6 +92,7 @@ Result<void> Forward::moe(int l, const dev::Tensor& x, const dev::Tensor& tok, s
     for (int32_t e : step_experts)
       if (experts_.cpu_computed(l, e)) cpu_step.push_back(e);
     std::erase_if(step_experts, [&](int32_t e) { return experts_.cpu_computed(l, e); });
+    if (!cpu_marks_.empty()) (void)cpu_expert_gpu_idle_seconds();  // read the last layer's points
     if (!cpu_step.empty()) {
       cpu_x_.resize(static_cast<size_t>(n * dim));
       cpu_rw_.resize(static_cast<size_t>(n * K));

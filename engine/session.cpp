@@ -373,6 +373,10 @@ WeightTraffic Dsv4Session::weight_traffic() const {
     t.staged_by_rank.push_back(f->staged_expert_bytes());
     t.prefetched_slices_by_rank.push_back(f->prefetched_slices());
     t.prefetch_ring_stops_by_rank.push_back(f->prefetch_ring_stops());
+    if (model_->cpu_experts_device(0)) {
+      t.cpu_expert_s_by_rank.push_back(f->cpu_expert_seconds());
+      t.cpu_expert_idle_s_by_rank.push_back(f->cpu_expert_gpu_idle_seconds());
+    }
   }
   return t;
 }

@@ -174,6 +174,10 @@ struct WeightTraffic {
   /// plan's Split layers at tp > 1; Forward::prefetched_slices), and steps whose hash-layer
   /// prefetch stopped at a layer the staging ring could not hold (Forward::prefetch_ring_stops).
   std::vector<uint64_t> prefetched_slices_by_rank, prefetch_ring_stops_by_rank;
+  /// [rank] experts a plan computes on the CPU beside the rank's GPU (Forward::cpu_expert_seconds,
+  /// cpu_expert_gpu_idle_seconds): host seconds spent on them, and device seconds the GPU sat idle
+  /// waiting for them (-1 where the device does not time). Empty on the CPU backend.
+  std::vector<double> cpu_expert_s_by_rank, cpu_expert_idle_s_by_rank;
 };
 
 /// One sequence. Not thread-safe; one Session per concurrent sequence.

@@ -214,6 +214,13 @@ class Device {
   virtual void wait(Stream& s, const Event& e) = 0;
   /// Blocks until the work queued on `s` is done.
   virtual void synchronize(Stream& s) = 0;
+  /// A timing point after the work queued so far on `s`: an event whose completion time the
+  /// device reads back (elapsed_s). Null where the backend does not time its streams (CPU: ops
+  /// run at enqueue). Default: null.
+  virtual std::unique_ptr<Event> record_timed(Stream& s) { return nullptr; }
+  /// Seconds from timing point `a` to `b` (both record_timed of this device, b recorded after a
+  /// on the same stream), waiting for b to complete; -1 where the backend does not time.
+  virtual double elapsed_s(const Event& a, const Event& b) { return -1; }
 
   // ---- graph regions (CUDA graphs; issue 20 item 3) ----------------------------------------
   /// Opens a graph region on `s`: until end_graph(s) the ops enqueued on `s` are recorded instead

@@ -312,6 +312,12 @@ PY
   else
     sum "experts on the CPU beside the GPU: run greedy text DIFFERS"; fail "tiny cpu experts compare" "$a.text"
   fi
+  # The same plan through bench: the CPU experts' host ms and the GPU's idle wait per token.
+  local js="$LOGDIR/bench_tiny_cpu_experts.json"
+  if step "bench tiny cpu experts" 90 "$LOGDIR/bench_tiny_cpu_experts.log" bash -c '"$@" > "'"$js"'"' _ \
+      "$DS4" bench -m "$TINY" --backend "$BACK_A" --plan "$plan" -p 16 -n 16 -r 2 -o json; then
+    links_summary "$js" >> "$SUMMARY" || fail "bench tiny cpu experts summary" "$js" "no decode row"
+  fi
 }
 
 # ---- synthetic DeepSeek-V4-Flash-shaped model + bench -----------------------------------------------
@@ -424,7 +430,9 @@ print(f"routed experts resident: measured {r['bytes_per_token_experts_resident']
 for k in r.get("ranks", []):
     print(f"  GPU {k['rank']}: resident {k['bytes_per_token_device_resident']:.4g} B/tok (plan experts {f(k.get('plan_vram_bytes_per_token'))}), "
           f"staged {k['bytes_per_token_device_staged']:.4g} / H2D {k['bytes_per_token_h2d_staged']:.4g} B/tok (plan {f(k.get('plan_link_bytes_per_token'))}), "
-          f"copy {f(k.get('copy_ms_per_token'))} ms/tok, overlap {f(k.get('overlap'))}")
+          f"copy {f(k.get('copy_ms_per_token'))} ms/tok, overlap {f(k.get('overlap'))}"
+          + (f"; CPU experts {f(k['cpu_experts_ms_per_token'])} ms/tok on the host, GPU idle for them "
+             f"{f(k.get('cpu_experts_gpu_idle_ms_per_token'))} ms/tok" if k.get('cpu_experts_ms_per_token') is not None else ""))
 PY
 }
 

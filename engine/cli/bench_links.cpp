@@ -22,6 +22,9 @@ std::string overlap_text(const dev::LinkTiming& l) { return l.has_overlap() ? fm
 std::string ms_text(const dev::LinkTiming& l, double ms) { return l.measured ? fmt("%.4g", ms) : "n/a"; }
 double at(const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : 0.0; }
 json overlap_json(const dev::LinkTiming& l) { return l.has_overlap() ? json(l.overlap()) : json(nullptr); }
+/// A per-token ms figure, or null / "n/a" when negative (not measured).
+json ms_json(double ms) { return ms < 0 ? json(nullptr) : json(ms); }
+std::string ms_or_na(double ms) { return ms < 0 ? std::string("n/a") : fmt("%.4g", ms); }
 
 }  // namespace
 
@@ -79,8 +82,12 @@ std::string links_markdown(const std::vector<LinkRow>& rows, const PlanPredictio
   for (const LinkRow& r : rows) {
     for (size_t k = 0; k < r.ranks.size(); ++k) {
       const RankPerToken& q = r.ranks[k];
+      // Experts computed on the CPU beside this GPU: the host's ms and the GPU's idle wait per token.
+      const std::string cpu = q.cpu_expert_ms < 0 ? std::string()
+                                                  : " (CPU experts " + ms_or_na(q.cpu_expert_ms) + " ms, GPU idle " +
+                                                        ms_or_na(q.cpu_idle_ms) + " ms)";
       line({r.test, (r.dense_on_device ? "GPU " : "rank ") + std::to_string(k), g4(q.bytes.device_resident), g4(q.bytes.staged), g4(q.bytes.h2d_staged),
-            g4(q.bytes.host), "-", ms_text(q.link, q.copy_ms), ms_text(q.link, q.stall_ms),
+            g4(q.bytes.host) + cpu, "-", ms_text(q.link, q.copy_ms), ms_text(q.link, q.stall_ms),
             ms_text(q.link, q.host_wait_ms), overlap_text(q.link), "-", "-"});
     }
     double res = 0, stg = 0, h2d = 0, host = 0, cms = 0, sms = 0, hms = 0;
@@ -117,7 +124,9 @@ json links_json(const LinkRow& r, const PlanPrediction& p) {
            {"copy_ms_per_token", q.link.measured ? json(q.copy_ms) : json(nullptr)},
            {"stall_ms_per_token", q.link.measured ? json(q.stall_ms) : json(nullptr)},
            {"host_wait_ms_per_token", q.link.measured ? json(q.host_wait_ms) : json(nullptr)},
-           {"overlap", overlap_json(q.link)}};
+           {"overlap", overlap_json(q.link)},
+           {"cpu_experts_ms_per_token", ms_json(q.cpu_expert_ms)},
+           {"cpu_experts_gpu_idle_ms_per_token", ms_json(q.cpu_idle_ms)}};
     j["plan_vram_bytes_per_token"] = p.present ? json(at(p.vram, k)) : json(nullptr);
     j["plan_link_bytes_per_token"] = p.present ? json(at(p.link, k)) : json(nullptr);
     ranks.push_back(j);

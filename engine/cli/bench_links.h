@@ -52,7 +52,9 @@ LinkRow link_row(const BenchTest& t, const std::string& test, double tok_s, doub
 /// present), header and separator first; "n/a" for unmeasured timing, "-" for no prediction.
 std::string links_markdown(const std::vector<LinkRow>& rows, const PlanPrediction& p);
 /// JSON fields of one decode row: "ranks" (array, per rank: bytes per token by tier, h2d, copy /
-/// stall / host-wait ms per token, overlap or null, copies, plan vram/link or null), "overlap"
+/// stall / host-wait ms per token, overlap or null, copies, plan vram/link or null, and for experts
+/// a plan computes on the CPU beside the GPU "cpu_experts_ms_per_token" and
+/// "cpu_experts_gpu_idle_ms_per_token", null when none ran or not timed), "overlap"
 /// (null when n/a), "copy_ms_per_token", "stall_ms_per_token", "host_wait_ms_per_token",
 /// "cache_hits", "cache_misses", "bytes_per_token_experts_resident", "bytes_per_token_experts_host",
 /// and "plan" (null without a plan, else its bytes per token per tier, per rank, and decode_tok_s).

@@ -54,6 +54,11 @@ Result<BenchRep> bench_run_once(Session& s, const Model* store, const std::vecto
   const WeightTraffic w1 = s.weight_traffic();
   rep.decode_bytes = w1.total - w0.total;
   rep.decode_expert_bytes = w1.routed_experts - w0.routed_experts;
+  for (size_t k = 0; k < w1.cpu_expert_s_by_rank.size() && k < w0.cpu_expert_s_by_rank.size(); ++k) {
+    rep.cpu_expert_s.push_back(w1.cpu_expert_s_by_rank[k] - w0.cpu_expert_s_by_rank[k]);
+    const double i0 = w0.cpu_expert_idle_s_by_rank[k], i1 = w1.cpu_expert_idle_s_by_rank[k];
+    rep.cpu_expert_idle_s.push_back(i1 < 0 ? -1.0 : i1 - std::max(0.0, i0));
+  }
   if (store) {
     add_store_delta(c0, store->expert_counters(), &rep);
     const DeviceTierTraffic d1 = store->device_tier_traffic();
@@ -85,6 +90,15 @@ Result<BenchTest> bench_measure(Session& s, const Model* store, const std::vecto
     t.tiers.h2d_staged += rep.tiers.h2d_staged;
     t.cache_hits += rep.cache_hits;
     t.cache_misses += rep.cache_misses;
+    if (t.cpu_expert_s.size() < rep.cpu_expert_s.size()) {
+      t.cpu_expert_s.resize(rep.cpu_expert_s.size(), 0.0);
+      t.cpu_expert_idle_s.resize(rep.cpu_expert_s.size(), 0.0);
+    }
+    for (size_t k = 0; k < rep.cpu_expert_s.size(); ++k) {
+      t.cpu_expert_s[k] += rep.cpu_expert_s[k];
+      const double i = rep.cpu_expert_idle_s[k];
+      t.cpu_expert_idle_s[k] = i < 0 || t.cpu_expert_idle_s[k] < 0 ? -1.0 : t.cpu_expert_idle_s[k] + i;
+    }
     if (t.ranks.size() < rep.ranks.size()) t.ranks.resize(rep.ranks.size());
     for (size_t k = 0; k < rep.ranks.size(); ++k) {
       DeviceTierTraffic& d = t.ranks[k].tiers;
@@ -120,6 +134,11 @@ std::vector<RankPerToken> rank_per_token(const BenchTest& t) {
       p.copy_ms = r.link.copy_s * 1e3 / n;
       p.stall_ms = r.link.stall_s * 1e3 / n;
       p.host_wait_ms = r.link.host_wait_s * 1e3 / n;
+      const size_t k = v.size();
+      if (k < t.cpu_expert_s.size() && t.cpu_expert_s[k] > 0) {
+        p.cpu_expert_ms = t.cpu_expert_s[k] * 1e3 / n;
+        p.cpu_idle_ms = t.cpu_expert_idle_s[k] < 0 ? -1.0 : t.cpu_expert_idle_s[k] * 1e3 / n;
+      }
     }
     v.push_back(p);
   }

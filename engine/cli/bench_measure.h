@@ -28,6 +28,9 @@ struct BenchRep {
   DeviceTierTraffic tiers;    // the backend's counters over the same evals (differences)
   std::vector<RankDeviceCounters> ranks;  // per rank (Model::rank_device_counters), differences
   uint64_t cache_hits = 0, cache_misses = 0;  // the expert store's cache over the same evals
+  // [rank] experts a plan computes on the CPU beside the GPU, over the same evals
+  // (WeightTraffic::cpu_expert_s_by_rank, _idle_s_by_rank differences; idle -1: not timed).
+  std::vector<double> cpu_expert_s, cpu_expert_idle_s;
   std::vector<int32_t> tokens;  // the n_gen greedy tokens (argmax; the first from the prefill)
 };
 
@@ -46,6 +49,7 @@ struct BenchTest {
   DeviceTierTraffic tiers;   // sum over reps of BenchRep::tiers
   std::vector<RankDeviceCounters> ranks;  // sum over reps of BenchRep::ranks (per rank)
   uint64_t cache_hits = 0, cache_misses = 0;  // sums over reps
+  std::vector<double> cpu_expert_s, cpu_expert_idle_s;  // [rank] sums over reps (idle -1: not timed)
   double decode_tokens = 0;  // reps x (n_gen - 1): the tokens the per-token figures divide by
 };
 
@@ -67,6 +71,9 @@ struct RankPerToken {
   TierBytesPerToken bytes;
   double copy_ms = 0, stall_ms = 0, host_wait_ms = 0;  // per decoded token
   dev::LinkTiming link;                               // totals over the test
+  /// Experts a plan computes on the CPU beside this GPU, per decoded token: host ms spent on them
+  /// and GPU ms idle waiting for them (-1: none ran, or not timed).
+  double cpu_expert_ms = -1, cpu_idle_ms = -1;
 };
 /// rank_per_token for every rank of `t` (empty when the model reported no ranks).
 std::vector<RankPerToken> rank_per_token(const BenchTest& t);

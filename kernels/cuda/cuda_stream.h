@@ -112,7 +112,11 @@ class CudaStream final : public dev::Stream {
 /// A CUDA event without timing (Device::record / wait).
 class CudaEvent final : public dev::Event {
  public:
-  CudaEvent() { DS4_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  /// `timing`: an event cudaEventElapsedTime can read (Device::record_timed); else the cheaper
+  /// cudaEventDisableTiming kind.
+  explicit CudaEvent(bool timing = false) {
+    DS4_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
   ~CudaEvent() override { (void)cudaEventDestroy(e_); }
   cudaEvent_t e_ = nullptr;
 };

@@ -244,6 +244,20 @@ class CudaDevice final : public dev::Device {
     DS4_CUDA_CHECK(cudaEventRecord(e->e_, st));
     return e;
   }
+  std::unique_ptr<dev::Event> record_timed(dev::Stream& s) override {
+    no_region("record_timed");
+    cudaStream_t st = cs(s);
+    auto e = std::make_unique<CudaEvent>(true);
+    DS4_CUDA_CHECK(cudaEventRecord(e->e_, st));
+    return e;
+  }
+  double elapsed_s(const dev::Event& a, const dev::Event& b) override {
+    const cudaEvent_t ea = static_cast<const CudaEvent&>(a).e_, eb = static_cast<const CudaEvent&>(b).e_;
+    DS4_CUDA_CHECK(cudaEventSynchronize(eb));
+    float ms = 0;
+    DS4_CUDA_CHECK(cudaEventElapsedTime(&ms, ea, eb));
+    return double(ms) * 1e-3;
+  }
   void wait(dev::Stream& s, const dev::Event& e) override {
     no_region("wait");
     DS4_CUDA_CHECK(cudaStreamWaitEvent(cs(s), static_cast<const CudaEvent&>(e).e_, 0));

@@ -13,6 +13,7 @@
 //   of the same plan with its C and M experts host-staged instead (never uploaded either).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -46,6 +47,7 @@ struct Run {
   std::vector<DeviceTierTraffic> ranks;   // [rank] decode-step differences
   WeightTraffic traffic;                  // decode-step differences
   uint64_t cpu_reads = 0, nvme_to_cpu = 0;  // the store's, decode steps
+  std::vector<double> cpu_s, idle_s;        // [rank] WeightTraffic::cpu_expert_s / idle_s, decode steps
   ModelConfig config;
 };
 
@@ -73,6 +75,13 @@ Run generate(const std::string& backend, int tp, const std::string& plan, Activa
   const WeightTraffic w1 = s.weight_traffic();
   r.traffic.total = w1.total - w0.total;
   r.traffic.routed_experts = w1.routed_experts - w0.routed_experts;
+  EXPECT_EQ(w1.cpu_expert_s_by_rank.size(), w0.cpu_expert_s_by_rank.size());
+  for (size_t k = 0; k < w1.cpu_expert_s_by_rank.size() && k < w0.cpu_expert_s_by_rank.size(); ++k) {
+    r.cpu_s.push_back(w1.cpu_expert_s_by_rank[k] - w0.cpu_expert_s_by_rank[k]);
+    r.idle_s.push_back(w1.cpu_expert_idle_s_by_rank[k] < 0 ? -1.0
+                                                             : w1.cpu_expert_idle_s_by_rank[k] -
+                                                                   std::max(0.0, w0.cpu_expert_idle_s_by_rank[k]));
+  }
   const staging::StagingCounters c1 = m->expert_counters();
   r.cpu_reads = c1.bytes_cpu_reads - c0.bytes_cpu_reads;
   r.nvme_to_cpu = c1.bytes_nvme_to_cpu - c0.bytes_nvme_to_cpu;
@@ -139,6 +148,18 @@ void check(int tp, Activations act) {
     resident += double(r.ranks[size_t(k)].device_resident);
   }
   EXPECT_EQ(resident, dense + b.vram_total()) << "tp " << tp;
+  // Timing: each rank with CPU experts in the decode steps spent host time on them, and its GPU's
+  // idle wait was timed (>= 0; under the emulator events carry host time, so only that it is
+  // defined is checked). The CPU backend has no such figures.
+  EXPECT_TRUE(cpu.cpu_s.empty());
+  ASSERT_EQ(r.cpu_s.size(), size_t(tp));
+  ASSERT_EQ(r.idle_s.size(), size_t(tp));
+  for (int k = 0; k < tp; ++k) {
+    if (host[size_t(k)] > 0) {
+      EXPECT_GT(r.cpu_s[size_t(k)], 0.0) << "tp " << tp << " rank " << k;
+    }
+    EXPECT_GE(r.idle_s[size_t(k)], 0.0) << "tp " << tp << " rank " << k << ": GPU idle time not measured";
+  }
 
   // Load: the CPU experts take no device memory (as host-staged ones).
   const std::string staged = write_plan(tp, staged_tier, "cuda_emu_cpu_experts_staged_" + std::to_string(tp));
@@ -151,6 +172,9 @@ void check(int tp, Activations act) {
               "resident routed %.0f\n",
               tp, b.cpu_total() / (kGen - 1), b.nvme / (kGen - 1), b.link_total() / (kGen - 1),
               b.vram_total() / (kGen - 1));
+  for (int k = 0; k < tp; ++k)
+    std::printf("  tp %d rank %d: CPU experts %.3f ms/token on the host, GPU idle waiting %.3f ms/token (emulator)\n", tp, k,
+                r.cpu_s[size_t(k)] * 1e3 / (kGen - 1), r.idle_s[size_t(k)] * 1e3 / (kGen - 1));
 }
 
 TEST(CudaEmuCpuExperts, Tp1CpuExpertsBesideTheGpuGiveTheCpuBitsAndThePlansBytes) {
