@@ -111,7 +111,7 @@ Result<PlanFile> read_plan_file(const std::string& path, int n_layers, int n_exp
     const std::string where = w + ": layers[" + std::to_string(l) + "]";
     if (lj.is_object() && lj.contains("tier") && lj["tier"].is_string() &&
         int(lj["tier"].get<std::string>().size()) != n_experts)
-      return Error{where + ".tier: expected " + std::to_string(n_experts) + " characters (one per expert), found " +
+      return Error{where + ".tier: expected " + std::to_string(n_experts) + " tier letters (one per expert), found " +
                    std::to_string(lj["tier"].get<std::string>().size())};
     DS4_TRY(int64_t b, get_int(lj, where, "expert_bytes"));
     if (b <= 0) return Error{where + ".expert_bytes: expected > 0, found " + std::to_string(b)};

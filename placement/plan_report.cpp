@@ -265,7 +265,7 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
       return Error{where + ".mode: expected \"split\" or \"whole\", found " + lj["mode"].dump()};
     p.mode.push_back(mode == "split" ? StageMode::Split : StageMode::Whole);
     if (!lj["tier"].is_string() || int(lj["tier"].get<std::string>().size()) != n_experts)
-      return Error{where + ".tier: expected a string of " + std::to_string(n_experts) + " characters"};
+      return Error{where + ".tier: expected a string of " + std::to_string(n_experts) + " tier letters (bytes)"};
     const std::string tiers = lj["tier"].get<std::string>();
     const json &owners = lj["owner"], &nodes = lj["node"];
     if (!owners.is_array() || int(owners.size()) != n_experts || !nodes.is_array() || int(nodes.size()) != n_experts)
@@ -281,7 +281,15 @@ Result<Plan> load_plan(const std::string& path, int n_layers, int n_experts, int
         case 'C': pl.tier = Tier::Cpu; break;
         case 'N': pl.tier = Tier::Nvme; break;
         case 'M': pl.tier = Tier::Nvme; pl.cpu_compute = true; break;
-        default: return Error{at + ": unknown tier '" + std::string(1, tiers[size_t(e)]) + "' (expected V H P C N M)"};
+        default: {  // a byte outside printable ASCII (NUL, half a UTF-8 sequence) shown as \xNN
+          const unsigned char c = static_cast<unsigned char>(tiers[size_t(e)]);
+          char shown[8];
+          if (c >= 0x20 && c < 0x7F)
+            std::snprintf(shown, sizeof shown, "%c", c);
+          else
+            std::snprintf(shown, sizeof shown, "\\x%02X", c);
+          return Error{at + ": unknown tier '" + shown + "' (expected V H P C N M)"};
+        }
       }
       if (!owners[size_t(e)].is_number_integer() || !nodes[size_t(e)].is_number_integer())
         return Error{at + ": owner/node: expected integers"};

@@ -99,6 +99,8 @@ Result<std::vector<int>> parse_list(const std::string& text, const char* flag, i
   std::vector<int> v;
   std::stringstream ss(text);
   std::string item;
+  if (!text.empty() && text.back() == ',')
+    return Error{std::string(flag) + ": expected comma-separated integers, found a trailing comma in \"" + text + "\""};
   while (std::getline(ss, item, ',')) {
     size_t used = 0;
     long x = 0;
@@ -108,8 +110,8 @@ Result<std::vector<int>> parse_list(const std::string& text, const char* flag, i
       used = 0;
     }
     if (item.empty() || used != item.size() || x < min || x > 1000000)
-      return Error{std::string(flag) + ": expected comma-separated integers >= " + std::to_string(min) + ", found \"" +
-                   item + "\" in \"" + text + "\""};
+      return Error{std::string(flag) + ": expected comma-separated integers from " + std::to_string(min) +
+                   " to 1000000, found \"" + item + "\" in \"" + text + "\""};
     v.push_back(int(x));
   }
   if (v.empty()) return Error{std::string(flag) + ": expected at least one value, found \"" + text + "\""};

@@ -142,6 +142,8 @@ int main(int argc, char** argv) {
   }
   for (auto& [sub, cmd] : subs)
     if (sub->parsed()) {
+      // The SIGBUS report in the commands' error style ("ds4-offload CMD: error: ...").
+      ds4::mapped_files::install_sigbus_report(("ds4-offload " + cmd->name).c_str(), kExitBadInput);
       try {
         return cmd->run();
       } catch (const std::bad_alloc&) {

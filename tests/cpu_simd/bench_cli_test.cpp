@@ -178,7 +178,9 @@ TEST(BenchCli, BadFlagValuesGiveOneClearError) {
   const std::string m = "bench -m '" + fixture().string() + "' ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {m + "-o xml", "-o/--output: expected md, json or csv, found \"xml\""},
-      {m + "-p -1", "-p/--n-prompt: expected comma-separated integers >= 0, found \"-1\""},
+      {m + "-p -1", "-p/--n-prompt: expected comma-separated integers from 0 to 1000000, found \"-1\""},
+      {m + "-p 99999999", "from 0 to 1000000, found \"99999999\""},
+      {m + "-p 4,", "found a trailing comma in \"4,\""},
       {m + "-p 16,abc", "found \"abc\""},
       {m + "-r 0", "-r/--repetitions: expected >= 1, found 0"},
       {m + "-t -1", "-t/--threads"},

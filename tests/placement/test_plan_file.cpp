@@ -65,6 +65,14 @@ TEST(PlanFile, RoundTripOnTheRealModel) {
   auto bad = load_plan((dir / "bad.json").string(), 43, 256, 4, 2);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("layers[3] expert 7: unknown tier 'X'"), std::string::npos) << bad.error().message;
+  // A NUL byte (JSON "\u0000") is shown as \x00, the message not cut there (fresh tester).
+  t[7] = '\0';
+  j["layers"][3]["tier"] = t;
+  std::ofstream(dir / "nul.json") << j.dump();
+  auto nul = load_plan((dir / "nul.json").string(), 43, 256, 4, 2);
+  ASSERT_FALSE(nul.ok());
+  EXPECT_NE(nul.error().message.find("unknown tier '\\x00' (expected V H P C N M)"), std::string::npos)
+      << nul.error().message;
   j = nlohmann::json::parse(std::ifstream(path));
   j["layers"][0]["owner"][0] = 9;
   std::ofstream(dir / "owner.json") << j.dump();
@@ -131,7 +139,7 @@ TEST(PlanFile, EngineReaderChecksTheModelAndCarriesThePrediction) {
   std::ofstream(path2) << j.dump();
   auto bad2 = read_plan_file(path2, 43, 256, 6);
   ASSERT_FALSE(bad2.ok());
-  EXPECT_NE(bad2.error().message.find("layers[5].tier: expected 256 characters (one per expert), found 2"),
+  EXPECT_NE(bad2.error().message.find("layers[5].tier: expected 256 tier letters (one per expert), found 2"),
             std::string::npos)
       << bad2.error().message;
 }
