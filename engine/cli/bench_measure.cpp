@@ -19,6 +19,7 @@ int32_t argmax(const std::vector<float>& v) {
 void add_store_delta(const staging::StagingCounters& a, const staging::StagingCounters& b, BenchRep* r) {
   r->staged_bytes = b.bytes_host_to_device - a.bytes_host_to_device;
   r->nvme_bytes = (b.bytes_nvme_to_device - a.bytes_nvme_to_device) + (b.bytes_nvme_to_cpu - a.bytes_nvme_to_cpu);
+  r->cpu_read_bytes = b.bytes_cpu_reads - a.bytes_cpu_reads;
   r->cache_hits = b.cache_hits - a.cache_hits;
   r->cache_misses = b.cache_misses - a.cache_misses;
 }
@@ -84,6 +85,7 @@ Result<BenchTest> bench_measure(Session& s, const Model* store, const std::vecto
     t.decode_expert_bytes += rep.decode_expert_bytes;
     t.staged_bytes += rep.staged_bytes;
     t.nvme_bytes += rep.nvme_bytes;
+    t.cpu_read_bytes += rep.cpu_read_bytes;
     t.tiers.device_resident += rep.tiers.device_resident;
     t.tiers.staged += rep.tiers.staged;
     t.tiers.host += rep.tiers.host;

@@ -25,6 +25,7 @@ struct BenchRep {
   // default store, whose experts the cores read in place from the GGUF mapping).
   uint64_t staged_bytes = 0;  // host slab -> device slot copies (bytes_host_to_device)
   uint64_t nvme_bytes = 0;    // file -> device slot or host buffer (bytes_nvme_to_device + _to_cpu)
+  uint64_t cpu_read_bytes = 0;  // experts a plan computes on the CPU, read by the cores (bytes_cpu_reads)
   DeviceTierTraffic tiers;    // the backend's counters over the same evals (differences)
   std::vector<RankDeviceCounters> ranks;  // per rank (Model::rank_device_counters), differences
   uint64_t cache_hits = 0, cache_misses = 0;  // the expert store's cache over the same evals
@@ -46,6 +47,7 @@ Result<BenchRep> bench_run_once(Session& s, const Model* store, const std::vecto
 struct BenchTest {
   std::vector<BenchRep> reps;
   uint64_t decode_bytes = 0, decode_expert_bytes = 0, staged_bytes = 0, nvme_bytes = 0;  // sums over reps
+  uint64_t cpu_read_bytes = 0;  // sum over reps
   DeviceTierTraffic tiers;   // sum over reps of BenchRep::tiers
   std::vector<RankDeviceCounters> ranks;  // sum over reps of BenchRep::ranks (per rank)
   uint64_t cache_hits = 0, cache_misses = 0;  // sums over reps

@@ -226,6 +226,7 @@ struct Row {
   double bpt_experts = 0;  // tg rows: of which routed experts
   double bpt_staged = 0;   // tg rows: routed-expert bytes copied host -> device slot per token
   double bpt_nvme = 0;     // tg rows: routed-expert bytes read from the file per token
+  double bpt_cpu = 0;      // tg rows: bytes of experts a plan computes on the CPU per token (store)
   double roofline_s = 0;   // tg rows: seconds per token the probed bandwidths allow
   // tg rows: the backend's own counters per decoded token (Model::device_tier_traffic).
   double bpt_dev_resident = 0, bpt_dev_staged = 0, bpt_dev_host = 0, bpt_dev_h2d = 0;
@@ -455,6 +456,7 @@ int run_bench() {
                 double(t->decode_bytes) / toks, double(t->decode_expert_bytes) / toks};
         row.bpt_staged = double(t->staged_bytes) / toks;
         row.bpt_nvme = double(t->nvme_bytes) / toks;
+        row.bpt_cpu = double(t->cpu_read_bytes) / toks;
         const TierBytesPerToken tiers = tier_bytes_per_token(*t);
         row.bpt_dev_resident = tiers.device_resident;
         row.bpt_dev_staged = tiers.staged;
@@ -520,6 +522,7 @@ int run_bench() {
         j["bytes_per_token_est"] = bpt;
         j["bytes_per_token_staged"] = r.bpt_staged;
         j["bytes_per_token_nvme"] = r.bpt_nvme;
+        j["bytes_per_token_cpu_computed_experts"] = r.bpt_cpu;
         j["bytes_per_token_device_resident"] = r.bpt_dev_resident;
         j["bytes_per_token_device_staged"] = r.bpt_dev_staged;
         j["bytes_per_token_device_host"] = r.bpt_dev_host;
@@ -596,10 +599,12 @@ int run_bench() {
   std::printf("\n");
   for (const Row& r : rows)
     if (r.decode)
-      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g%s\n",
+      std::printf("- tiers (%s, backend counters, B/tok): device-resident %.4g, staged %.4g (H2D %.4g), host %.4g%s%s\n",
                   r.test.c_str(), r.bpt_dev_resident, r.bpt_dev_staged, r.bpt_dev_h2d, r.bpt_dev_host,
                   // NVMe reads are the expert store's (they feed the staged/host bytes above, not added to B/tok).
-                  r.bpt_nvme > 0 ? fmtd("; of which read from NVMe %.4g (expert store)", r.bpt_nvme).c_str() : "");
+                  r.bpt_nvme > 0 ? fmtd("; of which read from NVMe %.4g (expert store)", r.bpt_nvme).c_str() : "",
+                  r.bpt_cpu > 0 ? fmtd("; experts the plan computes on the CPU %.4g (expert store)", r.bpt_cpu).c_str()
+                                : "");
   // Per link (rank / GPU): bytes by tier, copy timing and overlap, cache, and the plan's prediction.
   std::vector<LinkRow> links;
   for (const Row& r : rows)

@@ -9,6 +9,8 @@
 //   bytes (Model::rank_device_counters: its CPU device), staged and resident bytes equal the
 //   plan's bookkeeping for the CPU run's routing (placement::plan_bytes_for_routing; per rank:
 //   the CPU experts it owns, summed here from the routing and the GGUF header's expert bytes);
+// - bench's measurement (cli::bench_measure) counts the same CPU-computed bytes and reports each
+//   rank's host time per token on them (and a defined GPU idle time);
 // - nothing of a CPU expert is uploaded at load: each rank's load-time device bytes equal those
 //   of the same plan with its C and M experts host-staged instead (never uploaded either).
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cli/bench_measure.h"
 #include "engine/dsv4_model.h"
 #include "golden_data.h"
 #include "placement/plan_file.h"
@@ -172,6 +175,27 @@ void check(int tp, Activations act) {
               "resident routed %.0f\n",
               tp, b.cpu_total() / (kGen - 1), b.nvme / (kGen - 1), b.link_total() / (kGen - 1),
               b.vram_total() / (kGen - 1));
+  // bench's measurement of the same prompt and length (cli::bench_measure, what bench prints):
+  // the CPU-computed experts' bytes per repetition are the plan's, and each rank's host time per
+  // token is reported (the idle time is defined).
+  {
+    auto m = emu_test::open_tiny("cuda", tp, plan, act);
+    ASSERT_TRUE(m);
+    Dsv4Session s(m);
+    auto bt = cli::bench_measure(s, m.get(), emu_test::golden_prompt(kPrompt), kGen, 1, test::tiny_gguf().string());
+    ASSERT_TRUE(bt.ok()) << bt.error().message;
+    ASSERT_EQ(bt->reps.size(), 1u);
+    EXPECT_EQ(bt->reps[0].tokens, cpu.tokens);
+    EXPECT_EQ(double(bt->cpu_read_bytes), b.cpu_total()) << "tp " << tp << ": bench's CPU-computed expert bytes";
+    const std::vector<cli::RankPerToken> pr = cli::rank_per_token(*bt);
+    ASSERT_EQ(pr.size(), size_t(tp));
+    for (int k = 0; k < tp; ++k) {
+      if (host[size_t(k)] > 0) {
+        EXPECT_GT(pr[size_t(k)].cpu_expert_ms, 0.0) << "tp " << tp << " rank " << k;
+        EXPECT_GE(pr[size_t(k)].cpu_idle_ms, 0.0) << "tp " << tp << " rank " << k;
+      }
+    }
+  }
   for (int k = 0; k < tp; ++k)
     std::printf("  tp %d rank %d: CPU experts %.3f ms/token on the host, GPU idle waiting %.3f ms/token (emulator)\n", tp, k,
                 r.cpu_s[size_t(k)] * 1e3 / (kGen - 1), r.idle_s[size_t(k)] * 1e3 / (kGen - 1));
