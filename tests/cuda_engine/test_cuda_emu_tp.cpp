@@ -57,6 +57,7 @@
 #include "kernels/cuda/device_cuda.h"
 #include "kernels/device.h"
 #include "placement/plan_file.h"
+#include "support/expert_cut.h"
 #include "support/test_env.h"
 #include "tests/cuda_engine/emu_cuda_factory.h"
 #include "tests/cuda_engine/emu_greedy.h"
@@ -652,26 +653,10 @@ TEST(CudaEmuTp, Tp2OneRanksNvmeReadErrorFailsTheEvalAndTheSessionRecovers) {
   std::filesystem::copy_file(test::tiny_gguf(), copy, std::filesystem::copy_options::overwrite_existing);
   // The cut: where the expert tensors of the layer whose experts start last begin; everything
   // after it belongs to that layer's experts.
-  int last_layer = -1;
-  uint64_t cut = 0;
-  {
-    auto g = gguf::GgufModel::open(copy.string());
-    ASSERT_TRUE(g.ok()) << g.error().message;
-    for (const auto& t : g->tensors())
-      if (t.name.find("_exps.weight") != std::string::npos && t.file_offset >= cut) {
-        cut = t.file_offset;
-        last_layer = std::stoi(t.name.substr(4, t.name.find('.', 4) - 4));
-      }
-    ASSERT_GE(last_layer, 0);
-    for (const auto& t : g->tensors())
-      if (t.name.find("_exps.weight") != std::string::npos &&
-          t.name.rfind("blk." + std::to_string(last_layer) + ".", 0) == 0)
-        cut = std::min(cut, t.file_offset);
-    for (const auto& t : g->tensors())
-      if (t.file_offset + t.nbytes > cut) {
-        ASSERT_EQ(t.name.rfind("blk." + std::to_string(last_layer) + ".ffn_", 0), 0u) << t.name << " lies past the cut";
-      }
-  }
+  const test::ExpertCut ec = test::last_layer_expert_cut(copy.string());
+  ASSERT_GE(ec.layer, 0);
+  const int last_layer = ec.layer;
+  const uint64_t cut = ec.offset;
   const GenRun& cpu = cpu_run(2);
   ASSERT_EQ(cpu.tokens.size(), size_t(kGen));
   const ModelConfig& cfg = cpu.config;

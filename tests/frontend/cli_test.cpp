@@ -641,15 +641,18 @@ TEST_F(Cli, OutputThatIsAnInputIsRefused) {
   expect_refused("plan -m " + c + " --quant-mix ds4-q2 --dry-run --json " + c, "expected a new output file");
 }
 
+/// The generated text of a `run` output: between the sampling line and the prompt-tokens line.
+std::string run_text(const std::string& t) {
+  const size_t h = t.find("run: sampling");
+  const size_t start = h == std::string::npos ? 0 : t.find('\n', h) + 1;
+  return t.substr(start, t.find("\nrun: prompt tokens") - start);
+}
+
 // Greedy text does not depend on where the experts live nor on the rank count (DESIGN.md goal
 // invariant); the run summary reports the tier's traffic and per-rank memory.
 TEST_F(Cli, RunSameTextAcrossTiersAndRanks) {
   const std::string m = "run -m '" + fixture_gguf().string() + "' -p 'hello there' -n 8 --temp 0 ";
-  auto text = [](const std::string& t) {
-    const size_t h = t.find("run: sampling");
-    const size_t start = h == std::string::npos ? 0 : t.find('\n', h) + 1;
-    return t.substr(start, t.find("\nrun: prompt tokens") - start);
-  };
+  auto text = run_text;
   auto base = sh(m);
   ASSERT_EQ(base.code, 0) << base.text;
   for (const char* extra : {"--experts-tier resident", "--experts-tier host", "--experts-tier nvme", "--tp 2", "--tp 4"}) {
@@ -669,11 +672,7 @@ TEST_F(Cli, RunSameTextAcrossTiersAndRanks) {
 // reports the tier, its NVMe reader and every rank.
 TEST_F(Cli, RunExpertsTierAtTp2And4) {
   const std::string m = "run -m '" + fixture_gguf().string() + "' -p 'hello there' -n 8 --temp 0 ";
-  auto text = [](const std::string& t) {
-    const size_t h = t.find("run: sampling");
-    const size_t start = h == std::string::npos ? 0 : t.find('\n', h) + 1;
-    return t.substr(start, t.find("\nrun: prompt tokens") - start);
-  };
+  auto text = run_text;
   auto base = sh(m);
   ASSERT_EQ(base.code, 0) << base.text;
   auto nv = sh(m + "--tp 2 --experts-tier nvme");

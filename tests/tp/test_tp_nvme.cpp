@@ -22,6 +22,7 @@
 #include "engine/golden_data.h"
 #include "gguf/gguf_file.h"
 #include "placement/plan_file.h"
+#include "support/expert_cut.h"
 #include "support/test_env.h"
 
 namespace ds4 {
@@ -152,25 +153,11 @@ TEST(TensorParallelNvme, OneRanksReadErrorFailsTheEvalInsteadOfHanging) {
   const std::filesystem::path dir = test::scratch_dir("tp_nvme_read_error");
   const std::filesystem::path copy = dir / "tiny.gguf";
   std::filesystem::copy_file(test::tiny_gguf(), copy, std::filesystem::copy_options::overwrite_existing);
-  auto g = gguf::GgufModel::open(copy.string());
-  ASSERT_TRUE(g.ok()) << g.error().message;
   // The layer whose expert tensors start last; every tensor at or after the cut must be one of them.
-  int last_layer = -1;
-  uint64_t cut = 0;
-  for (const auto& t : g->tensors())
-    if (t.name.find("_exps.weight") != std::string::npos && t.file_offset >= cut) {
-      cut = t.file_offset;
-      last_layer = std::stoi(t.name.substr(4, t.name.find('.', 4) - 4));
-    }
-  ASSERT_GE(last_layer, 0);
-  for (const auto& t : g->tensors())
-    if (t.name.find("_exps.weight") != std::string::npos && t.name.rfind("blk." + std::to_string(last_layer) + ".", 0) == 0)
-      cut = std::min(cut, t.file_offset);
-  for (const auto& t : g->tensors()) {
-    if (t.file_offset + t.nbytes > cut) {
-      ASSERT_EQ(t.name.rfind("blk." + std::to_string(last_layer) + ".ffn_", 0), 0u) << t.name << " lies past the cut";
-    }
-  }
+  const test::ExpertCut ec = test::last_layer_expert_cut(copy.string());
+  ASSERT_GE(ec.layer, 0);
+  const int last_layer = ec.layer;
+  const uint64_t cut = ec.offset;
   const ModelConfig cfg = [&] {
     const auto b = emu_test::open_tiny("cpu", 1, "");
     return b->config();
