@@ -13,8 +13,20 @@ Result<std::unique_ptr<NvmeRankReader>> NvmeRankReader::open(const std::vector<s
 }
 
 void NvmeRankReader::begin_step() {
+  if (recent_used_.size() < kTrimWindow)
+    recent_used_.push_back(used_);
+  else
+    recent_used_[recent_at_++ % kTrimWindow] = used_;
+  const size_t keep = *std::max_element(recent_used_.begin(), recent_used_.end());
+  while (buffers_.size() > keep) buffers_.pop_back();  // a deque: the others stay where they are
   used_ = 0;
   entries_.clear();
+}
+
+uint64_t NvmeRankReader::held_bytes() const {
+  uint64_t b = 0;
+  for (const std::vector<uint8_t>& v : buffers_) b += v.size();
+  return b;
 }
 
 uint8_t* NvmeRankReader::buffer(uint64_t bytes) {

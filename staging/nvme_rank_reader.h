@@ -38,8 +38,15 @@ class NvmeRankReader {
   static Result<std::unique_ptr<NvmeRankReader>> open(const std::vector<std::string>& paths,
                                                       const ReaderOptions& opts);
 
-  /// Starts a step: every buffer handed out before may be reused from now on.
+  /// Starts a step: every buffer handed out before may be reused from now on. Buffers beyond the
+  /// most any of the last kTrimWindow steps used are freed, so a prefill step's many buffers do
+  /// not stay for the session once decode steps need few (the window keeps a token's worth of
+  /// layer steps, so layers needing different counts do not free and re-allocate every step).
   void begin_step();
+  /// Steps over which begin_step keeps the buffers the busiest of them used.
+  static constexpr size_t kTrimWindow = 256;
+  /// Bytes of the step buffers held now (used this step or kept for later steps).
+  uint64_t held_bytes() const;
 
   /// Expert (layer, expert)'s whole slab in `L`'s unsplit layout (gate, up, down rows; matrices
   /// via L.matrix(slab, layer, proj, 0)), read from the file once per step. `*read_bytes`: the
@@ -69,6 +76,8 @@ class NvmeRankReader {
   std::unique_ptr<NvmeReader> reader_;
   std::deque<std::vector<uint8_t>> buffers_;  // deque: growing it never moves a buffer
   size_t used_ = 0;                           // buffers handed out this step
+  std::vector<size_t> recent_used_;           // used_ of the last kTrimWindow steps (a ring)
+  size_t recent_at_ = 0;                      // the ring's next slot
   std::vector<Entry> entries_;                // what this step read, in order
 };
 

@@ -2,7 +2,8 @@
 // (StoreOptions::rank_threads, ExpertStore::for_rank): R threads at once, each through its own
 // view, read NVMe experts (whole, and their row slices in a split layer) and host experts; every
 // matrix equals the mmap's rows, and the bytes per tier and the rank readers' bytes are what the
-// reads imply (counted here from the tensors' shapes). Bad option combinations are refused.
+// reads imply (counted here from the tensors' shapes). Bad option combinations are refused. A rank
+// reader frees a big step's buffers once recent steps need few.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "staging/expert_slabs.h"
 #include "staging/expert_store.h"
+#include "staging/nvme_rank_reader.h"
 #include "staging/store_options.h"
 #include "staging_fixture.h"
 #include "tests/support/test_env.h"
@@ -198,6 +201,44 @@ TEST(MixedStoreRanks, RankThreadsWithoutHostDirectOrWithOtherSliceCountsAreRefus
   auto z = make_mixed_expert_store(placement(), *m, o);
   ASSERT_FALSE(z.ok());
   EXPECT_NE(z.error().message.find("rank_threads: expected >= 1, found 0"), std::string::npos) << z.error().message;
+}
+
+// A rank reader's step buffers after a step that read many experts (a prefill) are kept while
+// any of the last kTrimWindow steps needed them (no free and re-allocate between layers of
+// different counts), then freed down to what the recent steps need: memory does not stay at the
+// largest step's size for the session.
+TEST(NvmeRankReaderBuffers, ABigStepsBuffersAreFreedOnceRecentStepsNeedFew) {
+  const auto dir = test::scratch_dir("staging_rank_reader_trim");
+  const std::string path = (dir / "experts.gguf").string();
+  ASSERT_EQ(test::write_expert_gguf(path, 0, 5), "");
+  auto m = gguf::GgufModel::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto L = ExpertLayout::from_gguf(*m);
+  ASSERT_TRUE(L.ok()) << L.error().message;
+  ReaderOptions ro;
+  ro.direct = false;
+  auto r = NvmeRankReader::open({path}, ro);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  NvmeRankReader& rd = **r;
+  const uint64_t slab = L->slab_bytes(0);
+  auto step = [&](int n) {  // one step reading experts 0..n-1 of layer 0
+    rd.begin_step();
+    for (int e = 0; e < n; ++e) {
+      uint64_t read = 0;
+      auto w = rd.whole(*L, 0, e, &read);
+      ASSERT_TRUE(w.ok()) << w.error().message;
+      EXPECT_GT(read, 0u);
+    }
+  };
+  step(test::kFxExperts);
+  EXPECT_EQ(rd.held_bytes(), uint64_t(test::kFxExperts) * slab);
+  for (size_t i = 0; i + 1 < NvmeRankReader::kTrimWindow; ++i) step(1);
+  EXPECT_EQ(rd.held_bytes(), uint64_t(test::kFxExperts) * slab) << "freed within the window";
+  step(1);
+  step(1);
+  EXPECT_EQ(rd.held_bytes(), slab) << "expected the big step's buffers freed after the window";
+  step(3);  // grows again as a step needs
+  EXPECT_EQ(rd.held_bytes(), 3 * slab);
 }
 
 }  // namespace
