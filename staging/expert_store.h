@@ -170,7 +170,8 @@ struct MixedPlacement {
 /// Rank threads (StoreOptions::rank_threads = R > 1, needs host_direct): no step cache; rank r,
 /// through for_rank(r), reads its Nvme / NvmeCpu experts with its own NvmeReader into its own
 /// step buffers (staging/nvme_rank_reader.h; valid until its next begin_step), once per (step,
-/// expert) and rank, counted in bytes_nvme_to_device / bytes_nvme_to_cpu.
+/// expert) and rank, counted in bytes_nvme_to_device / bytes_nvme_to_cpu: the whole ones listed
+/// to begin_step all in one batch there (a read error is begin_step's), others at their get.
 /// Split layers (MixedPlacement::split, StoreOptions::ranks = R > 1, host_direct): a Host expert's
 /// get_rank_slice(l, e, proj, r) is rows [out*r/R, out*(r+1)/R) of the projection in its slab (a
 /// contiguous view; the slab keeps the unsplit layout), counted in bytes_host_to_device. With

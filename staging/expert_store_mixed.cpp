@@ -188,6 +188,8 @@ class MixedExpertStore final : public ExpertStore {
           DS4_TRY(std::unique_ptr<NvmeRankReader> rr, NvmeRankReader::open(paths, ro));
           rank_nvme_.push_back(std::move(rr));
         }
+        step_whole_.resize(size_t(o.rank_threads));
+        step_read_.resize(size_t(o.rank_threads));
       }
     }
     for (int r = 1; r < o.rank_threads; ++r) views_.push_back(std::make_unique<RankView>(*this, r));
@@ -337,7 +339,23 @@ class MixedExpertStore final : public ExpertStore {
         case ExpertHome::NvmeCpu: act_[3].add(1); break;
       }
     }
-    if (!rank_nvme_.empty()) rank_nvme_[size_t(rank)]->begin_step();
+    if (!rank_nvme_.empty()) {
+      // The rank's whole NVMe experts of the step (NVMe-then-CPU too; split ones are read as
+      // slices at their gets) read now in one batch, their requests in flight together; the
+      // gets then find them read (and count nothing again).
+      NvmeRankReader& rr = *rank_nvme_[size_t(rank)];
+      rr.begin_step();
+      std::vector<int>& whole = step_whole_[size_t(rank)];
+      whole.clear();
+      for (int e : experts)
+        if (nvme_home(layer, e) && !rank_sliced(layer, e)) whole.push_back(e);
+      if (!whole.empty()) {
+        std::vector<uint64_t>& read = step_read_[size_t(rank)];
+        DS4_TRY_VOID(rr.whole_many(L_, layer, whole, &read));
+        for (size_t i = 0; i < whole.size(); ++i)
+          (p_.home[size_t(layer)][size_t(whole[i])] == ExpertHome::Nvme ? nvme_to_device_ : nvme_to_cpu_).add(read[i]);
+      }
+    }
     if (!cache_ && !reader_) return ok();  // rank threads may share a store of Resident/Cpu experts
     ++step_[size_t(layer)];
     if (cache_) cache_->begin_step(layer, staged);
@@ -449,6 +467,8 @@ class MixedExpertStore final : public ExpertStore {
   std::vector<std::unique_ptr<RankView>> views_;     // [rank - 1] for_rank(1..)
   std::vector<uint64_t> step_;                       // [layer] steps begun (staged/scratch validity)
   std::vector<uint8_t> scratch_;                     // NvmeCpu host buffer
+  std::vector<std::vector<int>> step_whole_;         // [rank] begin_step_at: the batch's experts
+  std::vector<std::vector<uint64_t>> step_read_;     // [rank] and the bytes read for each
   int scratch_layer_ = -1, scratch_expert_ = -1;
   uint64_t scratch_step_ = 0;
   int last_layer_ = -1, last_expert_ = -1;

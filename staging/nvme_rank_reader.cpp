@@ -62,6 +62,40 @@ Result<const uint8_t*> NvmeRankReader::whole(const ExpertLayout& L, int layer, i
   return static_cast<const uint8_t*>(dst);
 }
 
+Result<void> NvmeRankReader::whole_many(const ExpertLayout& L, int layer, std::span<const int> experts,
+                                        std::vector<uint64_t>* read_bytes) {
+  read_bytes->assign(experts.size(), 0);
+  const size_t used0 = used_, entries0 = entries_.size();
+  std::vector<ReadRequest> reqs;
+  std::vector<uint8_t*> dsts;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int expert = experts[i];
+    bool have = false;
+    for (const Entry& e : entries_)
+      have = have || (!e.sliced && e.layer == layer && e.expert == expert);
+    if (have) continue;
+    uint8_t* dst = buffer(L.slab_bytes(layer));
+    for (const SlabSource& s : L.sources(layer, expert)) {
+      reqs.push_back({s.shard, s.file_offset, s.bytes});
+      dsts.push_back(dst + s.slab_offset);
+      (*read_bytes)[i] += s.bytes;
+    }
+    Entry e;
+    e.layer = layer;
+    e.expert = expert;
+    e.m[0].data = dst;
+    entries_.push_back(e);  // also marks a second listing of the expert as read
+  }
+  if (reqs.empty()) return ok();
+  if (Result<void> r = reader_->read_into(reqs, dsts); !r) {
+    used_ = used0;  // the buffers hold nothing usable
+    entries_.resize(entries0);
+    read_bytes->assign(experts.size(), 0);
+    return r.error();
+  }
+  return ok();
+}
+
 Result<std::array<dev::WeightMatrix, 3>> NvmeRankReader::slice(const ExpertLayout& L, int layer, int expert, int rank,
                                                                int ranks, uint64_t* read_bytes) {
   DS4_CHECK(ranks >= 1 && rank >= 0 && rank < ranks);

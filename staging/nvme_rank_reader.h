@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,14 @@ class NvmeRankReader {
   /// bytes this call read (0 when the expert was already read this step). Errors: the reader's
   /// (a read outside the file or failing; the message names file and offset).
   Result<const uint8_t*> whole(const ExpertLayout& L, int layer, int expert, uint64_t* read_bytes);
+
+  /// whole() of every expert of `experts` (of `layer`) not read yet this step, all in one read:
+  /// their requests are in flight together, up to the reader's queue depth, where whole() one by
+  /// one waits for each expert before the next is asked for. `read_bytes` (resized to
+  /// experts.size()) gets each expert's bytes read (0: read before this step, or listed twice).
+  /// Errors: the reader's (the message names file and offset); then none of them is kept.
+  Result<void> whole_many(const ExpertLayout& L, int layer, std::span<const int> experts,
+                          std::vector<uint64_t>* read_bytes);
 
   /// Rank `rank`'s rows [out*rank/ranks, out*(rank+1)/ranks) of each projection of (layer,
   /// expert) (index ExpertProj: gate, up, down), one contiguous file range each, read once per

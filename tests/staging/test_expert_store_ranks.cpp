@@ -203,6 +203,51 @@ TEST(MixedStoreRanks, RankThreadsWithoutHostDirectOrWithOtherSliceCountsAreRefus
   EXPECT_NE(z.error().message.find("rank_threads: expected >= 1, found 0"), std::string::npos) << z.error().message;
 }
 
+// The whole NVMe experts listed to begin_step (layer 1 is whole: its Nvme and NvmeCpu experts)
+// are read there, in one batch, and counted once: the gets after it read and count nothing more
+// and return the mmap's bytes; an expert listed twice is read once.
+TEST(MixedStoreRanks, BeginStepReadsTheWholeNvmeExpertsInOneBatch) {
+  const auto dir = test::scratch_dir("staging_store_ranks_batch");
+  const std::string path = (dir / "experts.gguf").string();
+  ASSERT_EQ(test::write_expert_gguf(path, 0, 17), "");
+  auto m = gguf::GgufModel::open(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto s = make_mixed_expert_store(placement(), *m, rank_options(2));
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ExpertStore& v = (*s)->for_rank(1);
+  uint64_t expert_bytes = 0;
+  for (int p = 0; p < 3; ++p) {
+    uint64_t rb = 0;
+    int64_t out = 0;
+    (void)mmap_rows(*m, 1, 0, static_cast<ExpertProj>(p), 0, &rb, &out);
+    expert_bytes += uint64_t(out) * rb;
+  }
+  std::vector<int> all;
+  for (int e = 0; e < test::kFxExperts; ++e) all.push_back(e);
+  all.push_back(0);  // listed twice
+  const StagingCounters c0 = (*s)->counters();
+  ASSERT_TRUE(v.begin_step(1, all).ok());
+  const StagingCounters c1 = (*s)->counters();
+  const uint64_t per = uint64_t(test::kFxExperts / 4);  // experts of each home
+  EXPECT_EQ(c1.bytes_nvme_to_device - c0.bytes_nvme_to_device, per * expert_bytes);
+  EXPECT_EQ(c1.bytes_nvme_to_cpu - c0.bytes_nvme_to_cpu, per * expert_bytes);
+  EXPECT_EQ(c1.reader.bytes - c0.reader.bytes, 2 * per * expert_bytes) << "read at begin_step, each once";
+  for (int e = 0; e < test::kFxExperts; ++e)
+    for (int p = 0; p < 3; ++p) {
+      auto w = v.get(1, e, static_cast<ExpertProj>(p));
+      ASSERT_TRUE(w.ok()) << w.error().message;
+      uint64_t rb = 0;
+      int64_t out = 0;
+      const uint8_t* ref = mmap_rows(*m, 1, e, static_cast<ExpertProj>(p), 0, &rb, &out);
+      EXPECT_EQ(std::memcmp(w->data, ref, size_t(out) * rb), 0) << "expert " << e << " proj " << p;
+    }
+  const StagingCounters c2 = (*s)->counters();
+  EXPECT_EQ(c2.bytes_nvme_to_device, c1.bytes_nvme_to_device) << "the gets read nothing again";
+  EXPECT_EQ(c2.bytes_nvme_to_cpu, c1.bytes_nvme_to_cpu);
+  EXPECT_EQ(c2.reader.bytes, c1.reader.bytes);
+  v.end_step(1);
+}
+
 // A rank reader's step buffers after a step that read many experts (a prefill) are kept while
 // any of the last kTrimWindow steps needed them (no free and re-allocate between layers of
 // different counts), then freed down to what the recent steps need: memory does not stay at the
