@@ -26,6 +26,7 @@
 #endif
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_stream.h"
+#include "kernels/cuda/device_tensor_ptr.h"
 #include "kernels/cuda/graph_cuda.h"
 #include "kernels/cuda/moe_grouped.h"
 #include "kernels/cuda/ops/ops_cuda_matmul.h"
@@ -58,72 +59,17 @@ using detail::kCudaBackendTag;
 using detail::Scratch;
 using detail::use_device;
 
-CudaBuffer* cbuf(const Tensor& t) {
-  DS4_CHECK(t.buf != nullptr && t.buf->backend() == &kCudaBackendTag);
-  return static_cast<CudaBuffer*>(t.buf);
-}
-uint8_t* ptr(const Tensor& t) {
-  CudaBuffer* b = cbuf(t);
-  DS4_CHECK(t.offset <= b->bytes());
-  return b->base() + t.offset;
-}
-float* fp(const Tensor& t) {
-  DS4_CHECK(t.type == GgmlType::F32 && t.nb1 % 4 == 0);
-  return reinterpret_cast<float*>(ptr(t));
-}
-float* fp_or_null(const Tensor& t) { return t.empty() ? nullptr : fp(t); }
-int32_t* ip(const Tensor& t) {
-  DS4_CHECK(t.type == GgmlType::I32 && t.nb1 % 4 == 0);
-  return reinterpret_cast<int32_t*>(ptr(t));
-}
-/// The CUDA stream of `s`, with its device made current on the calling thread (every op passes here
-/// before it allocates scratch or launches).
-CudaStream& cst(dev::Stream& s) {
-  auto& c = static_cast<CudaStream&>(s);
-  use_device(c.dev_);
-  return c;
-}
-cudaStream_t cs(dev::Stream& s) { return cst(s).s_; }
-
-/// The value of a staging call, or abort naming what failed (bind() has no error path; a failed
-/// copy-engine call means the device is unusable).
-template <class T>
-T must(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "ds4: CUDA backend: %s: %s\n", what, r.error().message.c_str());
-    std::abort();
-  }
-  if constexpr (!std::is_void_v<T>) return std::move(r).value();
-}
-
-/// True when `p` is page-locked host memory the CUDA runtime knows (cudaMallocHost,
-/// cudaHostAlloc, cudaHostRegister): the copy engine copies from it directly.
-bool is_pinned(const void* p) {
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeHost;
-}
-
-/// Aborts naming the op when a launcher fails.
-void check_launch(cudaError_t e, const char* op) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "ds4: CUDA backend: %s failed: %s (%s)\n", op, cudaGetErrorName(e), cudaGetErrorString(e));
-    std::abort();
-  }
-}
-
-/// DS4_CUDA_CHECK_NAN=1 (debugging aid): after every op, waits for its stream, downloads the
-/// op's F32 output and reports the first op of the run whose output holds a NaN.
-bool nan_check_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("DS4_CUDA_CHECK_NAN");
-    return e && *e && *e != '0';
-  }();
-  return on;
-}
+using detail::cbuf;
+using detail::check_launch;
+using detail::cs;
+using detail::cst;
+using detail::fp;
+using detail::fp_or_null;
+using detail::ip;
+using detail::is_pinned;
+using detail::must;
+using detail::nan_check_enabled;
+using detail::ptr;
 
 class CudaDevice final : public dev::Device {
  public:
