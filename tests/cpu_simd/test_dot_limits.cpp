@@ -2,10 +2,11 @@
 // limits. The SIMD kernels keep partial sums in int16 where the value ranges allow (maddubs pairs,
 // int16 hadd of Q2_K sub-block and IQ half sums; see kernels/cpu/dot_q8_1_x86.inc,
 // dot_q8_1_loads.inc, mmq_x86.inc); random weights and Gaussian activations never come near those
-// bounds. Here every weight element of a row sits at one extreme of its type (the uniform block with the largest or the smallest decoded sum, found by
-// decoding every grid entry or fill byte), the sub-scales are at their maximum, and the Q8_1
-// codes are all +127 or all -127, so an int16 sum one level too many would saturate or wrap and
-// the result would differ from the scalar reference.
+// bounds. Here every weight element of a row sits at one extreme of its type (the uniform block
+// with the largest or the smallest decoded sum, found by decoding every grid entry or fill byte),
+// the sub-scales are at their maximum, and the Q8_1 codes are all +127 or all -127, so an int16
+// sum one level too many would saturate or wrap and the result would differ from the scalar
+// reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
