@@ -112,7 +112,8 @@ bool iq_use_loads(DotBackend family, GgmlType type, RowsDotFn gather, RowsDotFn 
 
 const char* iq_lookup_used(DotBackend family, GgmlType type) {
   const int t = type_slot(type), f = int(family);
-  if (t < 0 || family == DotBackend::Scalar || family == DotBackend::Avx2 || f >= kFamilies) return "";
+  if (t < 0 || family == DotBackend::Scalar || f >= kFamilies) return "";
+  if (family == DotBackend::Avx2 && type != GgmlType::IQ2_XS) return "";  // its one choice (iq_lookup.h)
   switch (iq_lookup_mode()) {
     case IqLookup::Gather: return "gather";
     case IqLookup::Loads: return "loads";

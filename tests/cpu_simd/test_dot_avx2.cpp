@@ -98,8 +98,7 @@ void check_case(const bench::OpCase& c, uint64_t seed, bool sane) {
   for (const Family& f : kFamilies)
   for (cpu::IqLookup lookup : {cpu::IqLookup::Gather, cpu::IqLookup::Loads, cpu::IqLookup::Auto}) {
     if (!cpu::backend_usable(f.backend)) continue;
-    // The AVX2 family has only the scalar-load IQ kernels: one pass.
-    if (f.backend == cpu::DotBackend::Avx2 && lookup != cpu::IqLookup::Auto) continue;
+    // The AVX2 family has only scalar-load IQ kernels (its choice is IQ2_XS's index reads): all three passes.
     cpu::set_iq_lookup_mode(lookup);
     const std::string fam = std::string(cpu::dot_backend_name(f.backend)) + " IQ look-ups " +
                             (lookup == cpu::IqLookup::Gather ? "gather" : lookup == cpu::IqLookup::Loads ? "loads" : "auto");
@@ -217,9 +216,19 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
   EXPECT_EQ(cpu::iq_lookup_mode(), initial);
   bool any = false;
   for (const Family& f : kFamilies) {
-    if (f.backend == cpu::DotBackend::Avx2 || !cpu::backend_usable(f.backend)) continue;
+    if (!cpu::backend_usable(f.backend)) continue;
     cpu::set_simd_mode(f.mode);
+    if (f.backend == cpu::DotBackend::Avx2) {  // one choice: IQ2_XS's index reads; the others have one kernel
+      for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
+        const cpu::RowsDotFn g = cpu::simd_rows_dot(t);
+        cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
+        EXPECT_EQ(cpu::simd_rows_dot(t), g) << ggml_type_name(uint32_t(t));
+        EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), "");
+      }
+    }
     for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+      if (f.backend == cpu::DotBackend::Avx2 && t != GgmlType::IQ2_XS) continue;
       cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
       const cpu::RowsDotFn g = cpu::simd_rows_dot(t);
       EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), "gather");
@@ -240,7 +249,7 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
     // Types without the choice are not affected.
     EXPECT_STREQ(cpu::iq_lookup_used(f.backend, GgmlType::Q8_0), "");
   }
-  if (!any) GTEST_SKIP() << "no VNNI kernel family on this CPU: the IQ look-up choice does not apply";
+  if (!any) GTEST_SKIP() << "no SIMD kernel family on this CPU: the IQ look-up choice does not apply";
 }
 
 /// The flags of the first "flags" line of /proc/cpuinfo (empty when there is none).
