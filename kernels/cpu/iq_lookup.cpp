@@ -54,9 +54,9 @@ Measured& measured() {
   return m;
 }
 
-/// Fastest of nine alternated rounds of four calls of each kernel over 8 rows x 4096 random
-/// blocks (hot); true when the loads kernel's best is below the gather kernel's.
-bool measure_loads_faster(GgmlType type, RowsDotFn gather, RowsDotFn loads) {
+}  // namespace
+
+bool measure_second_faster(GgmlType type, RowsDotFn first, RowsDotFn second) {
   constexpr int64_t kRows = 8, kCols = 4096;
   const int64_t rb = row_bytes(type, kCols);
   std::mt19937_64 rng(0x1d5eedu);
@@ -70,17 +70,15 @@ bool measure_loads_faster(GgmlType type, RowsDotFn gather, RowsDotFn loads) {
     for (int i = 0; i < 4; ++i) f(w.data(), rb, kRows, a.data(), kCols, out.data());
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
-  time(gather);
-  time(loads);
+  time(first);
+  time(second);
   double best_g = 1e30, best_l = 1e30;
   for (int r = 0; r < 9; ++r) {
-    best_g = std::min(best_g, time(gather));
-    best_l = std::min(best_l, time(loads));
+    best_g = std::min(best_g, time(first));
+    best_l = std::min(best_l, time(second));
   }
   return best_l < best_g;
 }
-
-}  // namespace
 
 bool parse_iq_lookup(const char* value, IqLookup* mode) {
   const std::string v = policy_word(value);
@@ -106,7 +104,7 @@ bool iq_use_loads(DotBackend family, GgmlType type, RowsDotFn gather, RowsDotFn 
   Measured& m = measured();
   const int known = m.loads[f][t].load(std::memory_order_acquire);
   if (known >= 0) return known == 1;
-  std::call_once(m.once[f][t], [&] { m.loads[f][t].store(measure_loads_faster(type, gather, loads) ? 1 : 0); });
+  std::call_once(m.once[f][t], [&] { m.loads[f][t].store(measure_second_faster(type, gather, loads) ? 1 : 0); });
   return m.loads[f][t].load(std::memory_order_acquire) == 1;
 }
 

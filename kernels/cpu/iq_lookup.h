@@ -44,6 +44,11 @@ void set_iq_lookup_mode(IqLookup mode);
 /// comparing the fastest of each; the answer is cached for the process. Other types: false.
 bool iq_use_loads(DotBackend family, GgmlType type, RowsDotFn gather, RowsDotFn loads);
 
+/// Times two rows kernels of one type (the same bits, speed only) on a synthetic 8-row x 4096 set
+/// of random blocks in L1/L2: the fastest of nine alternated rounds of four calls each, after one
+/// warm-up call each. True when `second`'s best is below `first`'s. A few hundred microseconds.
+bool measure_second_faster(GgmlType type, RowsDotFn first, RowsDotFn second);
+
 /// What Auto chose (or would use) for `family` and `type`, for printing: "gather", "loads", or
 /// "" when the family has no choice for the type (the AVX2 family: every type but IQ2_XS) or Auto
 /// has not measured it yet.

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 
@@ -29,12 +30,14 @@ using cpu::SimdMode;
 
 // Policy at process start (read before any test changes it).
 const SimdMode g_initial_mode = cpu::simd_mode();
+const cpu::Q8Passes g_initial_q8_passes = cpu::q8_passes_mode();
 
 /// Restores Auto after each test that changes the policy.
 struct ModeGuard {
   ~ModeGuard() {
     cpu::set_simd_mode(SimdMode::Auto);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Auto);
   }
 };
 
@@ -98,6 +101,10 @@ void check_case(const bench::OpCase& c, uint64_t seed, bool sane) {
   for (const Family& f : kFamilies)
   for (cpu::IqLookup lookup : {cpu::IqLookup::Gather, cpu::IqLookup::Loads, cpu::IqLookup::Auto}) {
     if (!cpu::backend_usable(f.backend)) continue;
+    // Q8_0's row passes (q8_passes.h) follow the look-up pass: streams, single, auto.
+    cpu::set_q8_passes_mode(lookup == cpu::IqLookup::Gather  ? cpu::Q8Passes::Streams
+                            : lookup == cpu::IqLookup::Loads ? cpu::Q8Passes::Single
+                                                             : cpu::Q8Passes::Auto);
     // The AVX2 family has only scalar-load IQ kernels (its choice is IQ2_XS's index reads): all three passes.
     cpu::set_iq_lookup_mode(lookup);
     const std::string fam = std::string(cpu::dot_backend_name(f.backend)) + " IQ look-ups " +
@@ -250,6 +257,47 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
     EXPECT_STREQ(cpu::iq_lookup_used(f.backend, GgmlType::Q8_0), "");
   }
   if (!any) GTEST_SKIP() << "no SIMD kernel family on this CPU: the IQ look-up choice does not apply";
+}
+
+TEST(CpuSimdSelection, Q8PassesPolicySelectsTheVariant) {
+  ModeGuard guard;
+  const char* env = std::getenv("DS4_CPU_Q8_0_PASSES");
+  cpu::Q8Passes initial = cpu::Q8Passes::Auto;
+  if (env != nullptr) cpu::parse_q8_passes(env, &initial);
+  EXPECT_EQ(g_initial_q8_passes, initial);
+  cpu::Q8Passes m = cpu::Q8Passes::Auto;
+  EXPECT_TRUE(cpu::parse_q8_passes(" Single ", &m));
+  EXPECT_EQ(m, cpu::Q8Passes::Single);
+  EXPECT_TRUE(cpu::parse_q8_passes("streams", &m));
+  EXPECT_EQ(m, cpu::Q8Passes::Streams);
+  EXPECT_FALSE(cpu::parse_q8_passes("rows4", &m));
+  EXPECT_EQ(m, cpu::Q8Passes::Streams);
+  bool any = false;
+  for (const Family& f : kFamilies) {
+    if (!cpu::backend_usable(f.backend)) continue;
+    cpu::set_simd_mode(f.mode);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
+    const cpu::RowsDotFn st = cpu::simd_rows_dot(GgmlType::Q8_0);
+    EXPECT_STREQ(cpu::q8_passes_used(f.backend), "streams");
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
+    const cpu::RowsDotFn si = cpu::simd_rows_dot(GgmlType::Q8_0);
+    EXPECT_STREQ(cpu::q8_passes_used(f.backend), "single");
+    ASSERT_NE(st, nullptr);
+    ASSERT_NE(si, nullptr);
+    EXPECT_NE(st, si) << "the two Q8_0 row-pass variants must be different kernels";
+    // Auto measures once and then keeps its answer; other types are not affected.
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Auto);
+    const cpu::RowsDotFn a = cpu::simd_rows_dot(GgmlType::Q8_0);
+    EXPECT_TRUE(a == st || a == si);
+    EXPECT_EQ(cpu::simd_rows_dot(GgmlType::Q8_0), a);
+    EXPECT_STREQ(cpu::q8_passes_used(f.backend), a == si ? "single" : "streams");
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
+    const cpu::RowsDotFn mx = cpu::simd_rows_dot(GgmlType::MXFP4);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
+    EXPECT_EQ(cpu::simd_rows_dot(GgmlType::MXFP4), mx);
+    any = true;
+  }
+  if (!any) GTEST_SKIP() << "no SIMD kernel family on this CPU: the Q8_0 row passes do not apply";
 }
 
 /// The flags of the first "flags" line of /proc/cpuinfo (empty when there is none).
