@@ -22,11 +22,15 @@
 #include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
+#include "tests/cpu_simd/simd_families.h"
 
 namespace ds4 {
 namespace {
 
 using cpu::SimdMode;
+using simd_test::bits;
+using simd_test::Family;
+using simd_test::kFamilies;
 
 // Policy at process start (read before any test changes it).
 const SimdMode g_initial_mode = cpu::simd_mode();
@@ -61,11 +65,6 @@ std::vector<uint8_t> random_activations(int64_t cols, std::mt19937_64& rng) {
   return a;
 }
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 /// Bits with every NaN mapped to one pattern (the F16C decode quiets a signalling-NaN scale).
 uint32_t nan_canonical(float f) { return std::isnan(f) ? 0x7FC00000u : bits(f); }
 
@@ -74,14 +73,6 @@ std::string case_name(const bench::OpCase& c) {
          std::to_string(c.cols) + " (" + c.tag + ")";
 }
 
-/// The SIMD families, each with the policy that selects it.
-struct Family {
-  cpu::DotBackend backend;
-  SimdMode mode;
-};
-constexpr Family kFamilies[] = {{cpu::DotBackend::Avx2, SimdMode::Avx2},
-                                {cpu::DotBackend::AvxVnni, SimdMode::AvxVnni},
-                                {cpu::DotBackend::Avx512Vnni, SimdMode::Avx512Vnni}};
 
 /// Compares every SIMD family this CPU can run (threads 1, 2, 3 through matvec_q8_1, and
 /// vec_dot_q8_1 per row) with the scalar reference on one case.

@@ -22,11 +22,15 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
+#include "tests/cpu_simd/simd_families.h"
 
 namespace ds4 {
 namespace {
 
 using cpu::SimdMode;
+using simd_test::bits;
+using simd_test::Family;
+using simd_test::kFamilies;
 
 void put16(uint8_t* p, uint32_t v) {
   p[0] = uint8_t(v);
@@ -130,19 +134,7 @@ std::vector<std::vector<uint8_t>> extreme_blocks(GgmlType type) {
   return {hi, lo};
 }
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
-struct Family {
-  cpu::DotBackend backend;
-  SimdMode mode;
-};
-constexpr Family kFamilies[] = {{cpu::DotBackend::Avx2, SimdMode::Avx2},
-                                {cpu::DotBackend::AvxVnni, SimdMode::AvxVnni},
-                                {cpu::DotBackend::Avx512Vnni, SimdMode::Avx512Vnni}};
 
 /// Guard: the policies back to Auto after the test.
 struct Reset {
