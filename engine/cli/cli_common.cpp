@@ -29,6 +29,8 @@
 #include "kernels/device.h"
 #include "gguf/safetensors.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/q8_passes.h"
 
 namespace ds4::cli {
 
@@ -240,6 +242,11 @@ Result<std::shared_ptr<Model>> load_model(const ModelArgs& a, const char* comman
                command, a.model.c_str(), c.n_layer, (long long)c.dim, (long long)c.vocab, c.n_expert, c.n_expert_used,
                double(m->weight_bytes()) / (1024.0 * 1024.0), seconds_since(t0));
   const bool q8 = m->options().activations == Activations::Q8;
+  // Read every CPU kernel policy now, so that a bad DS4_CPU_IQ_LOOKUP / DS4_CPU_Q8_0_PASSES is
+  // reported here, once, whatever the model's types and the family (not only when first consulted).
+  (void)cpu::simd_mode();
+  (void)cpu::iq_lookup_mode();
+  (void)cpu::q8_passes_mode();
   std::fprintf(stderr, "%s: activations: %s (%s; effective %s), threads: %d%s%s%s, backend: %s (%s)\n",
                command, activations_name(acts), why.c_str(), activations_name(m->options().activations), m->options().threads,
                m->options().threads == 0 ? " (all)" : "", q8 ? ", q8 dot kernels: " : "",

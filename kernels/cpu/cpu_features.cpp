@@ -64,11 +64,13 @@ SimdMode mode_from_env() {
   const char* k = std::getenv("DS4_CPU_KERNELS");
   if (k != nullptr && !parse_simd_mode(k, &mode))
     std::fprintf(stderr,
-                 "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n", k);
+                 "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n",
+                 policy_value_for_message(k).c_str());
   const char* e = std::getenv("DS4_CPU_SCALAR");
   if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) {
     if (mode != SimdMode::Auto && mode != SimdMode::ForceScalar)
-      std::fprintf(stderr, "ds4: DS4_CPU_SCALAR=%s overrides DS4_CPU_KERNELS=%s: using the scalar kernels\n", e, k);
+      std::fprintf(stderr, "ds4: DS4_CPU_SCALAR=%s overrides DS4_CPU_KERNELS=%s: using the scalar kernels\n",
+                   policy_value_for_message(e).c_str(), policy_value_for_message(k).c_str());
     mode = SimdMode::ForceScalar;
   }
   return mode;
@@ -91,6 +93,23 @@ std::string policy_word(const char* value) {
   for (char& c : v)
     if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
   return v;
+}
+
+std::string policy_value_for_message(const char* value) {
+  std::string out;
+  const std::string v = value != nullptr ? value : "";
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += char(c);
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  if (v.size() > 64) out += "...";
+  return out;
 }
 
 bool parse_simd_mode(const char* value, SimdMode* mode) {

@@ -22,7 +22,8 @@ IqLookup lookup_from_env() {
   IqLookup mode = IqLookup::Auto;
   const char* v = std::getenv("DS4_CPU_IQ_LOOKUP");
   if (v != nullptr && !parse_iq_lookup(v, &mode))
-    std::fprintf(stderr, "ds4: DS4_CPU_IQ_LOOKUP: expected auto, gather or loads, found '%s'; using auto\n", v);
+    std::fprintf(stderr, "ds4: DS4_CPU_IQ_LOOKUP: expected auto, gather or loads, found '%s'; using auto\n",
+                 policy_value_for_message(v).c_str());
   return mode;
 }
 

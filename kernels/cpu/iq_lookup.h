@@ -21,7 +21,8 @@
 
 namespace ds4::cpu {
 
-/// Grid look-up policy of the VNNI families' IQ kernels. Auto: the faster variant as measured once
+/// Grid look-up policy of the VNNI families' IQ kernels and of the AVX2 family's IQ2_XS index
+/// reads (see above). Auto: the faster variant as measured once
 /// per family and type (iq_use_loads); Gather / Loads: always that one (A/B benchmarks, tests).
 enum class IqLookup { Auto, Gather, Loads };
 

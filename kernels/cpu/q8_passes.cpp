@@ -17,7 +17,8 @@ Q8Passes passes_from_env() {
   Q8Passes mode = Q8Passes::Auto;
   const char* v = std::getenv("DS4_CPU_Q8_0_PASSES");
   if (v != nullptr && !parse_q8_passes(v, &mode))
-    std::fprintf(stderr, "ds4: DS4_CPU_Q8_0_PASSES: expected auto, streams or single, found '%s'; using auto\n", v);
+    std::fprintf(stderr, "ds4: DS4_CPU_Q8_0_PASSES: expected auto, streams or single, found '%s'; using auto\n",
+                 policy_value_for_message(v).c_str());
   return mode;
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/policy_word.h"
 #include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
@@ -35,6 +36,7 @@ using simd_test::kFamilies;
 // Policy at process start (read before any test changes it).
 const SimdMode g_initial_mode = cpu::simd_mode();
 const cpu::Q8Passes g_initial_q8_passes = cpu::q8_passes_mode();
+const cpu::IqLookup g_initial_iq_lookup = cpu::iq_lookup_mode();
 
 /// Restores Auto after each test that changes the policy.
 struct ModeGuard {
@@ -211,7 +213,7 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
   const char* env = std::getenv("DS4_CPU_IQ_LOOKUP");
   cpu::IqLookup initial = cpu::IqLookup::Auto;
   if (env != nullptr) cpu::parse_iq_lookup(env, &initial);
-  EXPECT_EQ(cpu::iq_lookup_mode(), initial);
+  EXPECT_EQ(g_initial_iq_lookup, initial);
   bool any = false;
   for (const Family& f : kFamilies) {
     if (!cpu::backend_usable(f.backend)) continue;
@@ -248,6 +250,16 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
     EXPECT_STREQ(cpu::iq_lookup_used(f.backend, GgmlType::Q8_0), "");
   }
   if (!any) GTEST_SKIP() << "no SIMD kernel family on this CPU: the IQ look-up choice does not apply";
+}
+
+TEST(CpuSimdSelection, BadPolicyValuesArePrintedSafely) {
+  // Control bytes, non-ASCII bytes and over-long values of a DS4_CPU_* variable reach stderr as
+  // one short line: \xNN escapes, at most 64 bytes of the value, then "...".
+  EXPECT_EQ(cpu::policy_value_for_message("a\x1b[31mred\n\xff"), "a\\x1B[31mred\\x0A\\xFF");
+  EXPECT_EQ(cpu::policy_value_for_message(nullptr), "");
+  const std::string longv(5000, 'y');
+  EXPECT_EQ(cpu::policy_value_for_message(longv.c_str()), std::string(64, 'y') + "...");
+  EXPECT_EQ(cpu::policy_value_for_message(std::string(64, 'z').c_str()), std::string(64, 'z'));
 }
 
 TEST(CpuSimdSelection, Q8PassesPolicySelectsTheVariant) {

@@ -20,6 +20,7 @@
 #include "kernels/cpu/iq_lookup.h"
 #include "kernels/cpu/mmq.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 #include "tests/cpu_simd/simd_families.h"
@@ -141,6 +142,7 @@ struct Reset {
   ~Reset() {
     cpu::set_simd_mode(SimdMode::Auto);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Auto);
   }
 };
 
@@ -178,7 +180,8 @@ TEST(CpuSimdLimits, RowDotsAtTheExtremesEqualTheScalarReference) {
             for (cpu::IqLookup lookup : {cpu::IqLookup::Gather, cpu::IqLookup::Loads}) {
               if (!cpu::backend_usable(f.backend)) continue;
               cpu::set_simd_mode(f.mode);
-              cpu::set_iq_lookup_mode(lookup);
+              cpu::set_iq_lookup_mode(lookup);  // and Q8_0's row passes: gather -> streams, loads -> single
+              cpu::set_q8_passes_mode(lookup == cpu::IqLookup::Gather ? cpu::Q8Passes::Streams : cpu::Q8Passes::Single);
               const std::string what = std::string(ggml_type_name(uint32_t(type))) + " n " + std::to_string(n) +
                                        " codes " + (sign > 0 ? "+127 " : "-127 ") + cpu::dot_backend_name(f.backend) +
                                        (lookup == cpu::IqLookup::Gather ? " gather" : " loads");

@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
 #include "kernels/quant/blocks.h"
 
@@ -23,7 +24,10 @@ namespace ds4 {
 namespace {
 
 struct AutoModeGuard {
-  ~AutoModeGuard() { cpu::set_simd_mode(cpu::SimdMode::Auto); }
+  ~AutoModeGuard() {
+    cpu::set_simd_mode(cpu::SimdMode::Auto);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Auto);
+  }
 };
 
 /// Q8_1 activations of one row of `cols`: Gaussian blocks with magnitudes 2^-6..2^6, every fifth
@@ -73,8 +77,11 @@ void check_rows(GgmlType type, int64_t rows, int64_t cols, int64_t pad, bool san
     if (!cpu::backend_usable(b)) continue;
     ++families;
     cpu::set_iq_lookup_mode(lookup);
+    // Q8_0's row passes (q8_passes.h) follow the look-up pass: streams with gather, single with loads.
+    cpu::set_q8_passes_mode(lookup == cpu::IqLookup::Gather ? cpu::Q8Passes::Streams : cpu::Q8Passes::Single);
     const cpu::RowsDotFn rows_fn = cpu::family_rows_dot(b, type);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Auto);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Auto);
     ASSERT_NE(rows_fn, nullptr) << what << " " << cpu::dot_backend_name(b);
     std::vector<float> out(size_t(rows) + 1, -777.0f);
     rows_fn(w.data(), stride, rows, a.data(), cols, out.data());
