@@ -110,17 +110,15 @@ Result<CpuDecodeProfile> probe_cpu_decode(const DecodeProbeOptions& o, std::stri
   ro.cold_bytes = std::max<int64_t>(o.cold_mib << 20, 4 * llc);
   ro.q8 = true;
   DS4_TRY(CpuRates q8r, probe_cpu_matvec_rates(ro));
+  // f32 mode measured from DRAM as well (plan_decode_probe.h step 1: the derived bound it replaces
+  // was 1.4-1.5x too fast for the fused f32 kernels on Zen 4).
   ro.q8 = false;
-  ro.cold_bytes = 0;
   DS4_TRY(CpuRates f32r, probe_cpu_matvec_rates(ro));
   prof.modes["q8"].hot_gbps = q8r.hot_gbps;
   prof.modes["q8"].cold_gbps = q8r.cold_gbps;
   CpuDecodeMode& f = prof.modes["f32"];
   f.hot_gbps = f32r.hot_gbps;
-  for (const auto& [type, cold] : q8r.cold_gbps) {
-    const double hot = f32r.hot_gbps.count(type) ? f32r.hot_gbps.at(type) : cold;
-    f.cold_gbps[type] = (type == "F32" || type == "F16" || type == "BF16") ? cold : std::min(hot, cold);
-  }
+  f.cold_gbps = f32r.cold_gbps;
   // 1b. The reuse curve from the hot matrix size to the cold buffer's (what decides hot vs cold,
   // instead of the OS-reported LLC: cost_model.h cache_hit_share).
   {

@@ -3,10 +3,10 @@
 //
 // Per activation mode (q8, f32):
 //  1. matmul rates per weight type (placement/cpu_rate_probe.h): hot (a matrix of min(LLC/4,
-//     16 MiB), compute bound) and, in q8 mode, cold (a buffer of max(cold_mib, 4 x LLC), DRAM).
-//     f32-mode cold rates are derived, not measured: F32/F16/BF16 take the same path in both modes
-//     (their q8 cold rate), a quantized type decodes at most as fast as in cache and streams at most
-//     as fast as its q8 kernel does: min(hot f32, cold q8).
+//     16 MiB), compute bound) and cold (a buffer of max(cold_mib, 4 x LLC), DRAM), in both modes.
+//     (f32-mode cold rates used to be derived as min(hot f32, cold q8); on Zen 4 the fused f32
+//     kernels read DRAM at about half that (Q8_0 16.6 against 27 GB/s, MXFP4 8.9 against 16.5),
+//     so the derived rate predicted the 455 MiB model's f32 decode 1.4-1.5x too fast.)
 //  1b. the reuse curve (placement/cpu_rate_probe.h probe_reuse_curve): read rates of repeated
 //     passes over buffers from the hot matrix size to the cold buffer's, which decide the share
 //     of a model's weight reads the caches serve (placement/cost_model.h cache_hit_share).
