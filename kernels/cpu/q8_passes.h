@@ -5,9 +5,10 @@
 // ggml's vec_dot does; on AMD Zen 4 10-28 % faster from cache at 1 and 2 threads in the AVX-512
 // family, where four rows' 32-lane accumulators plus the shared codes overflow the register file;
 // from DRAM within the VM's noise). Only the matrix-vector kernels (dot_dispatch.h) are concerned;
-// the multi-token kernels (mmq.h) have their own passes. Both give the same bits (each row is its own contract accumulation); the choice
-// is speed only and depends on the micro-architecture, so Auto measures both once per kernel
-// family on this CPU, as iq_lookup.h does for the IQ grid look-ups.
+// the multi-token kernels (mmq.h) have their own passes. Both give the same bits (each row is its
+// own contract accumulation); the choice is speed only and depends on the micro-architecture, so
+// Auto measures both once per kernel family on this CPU, as iq_lookup.h does for the IQ grid
+// look-ups.
 #pragma once
 
 #include "kernels/cpu/cpu_features.h"
