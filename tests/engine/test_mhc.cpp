@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
 
 #include "kernels/cpu/ops.h"
 
@@ -60,6 +63,41 @@ TEST(Mhc, PostMixesSourceIntoDestination) {
   EXPECT_FLOAT_EQ(X[1], 2 * 4 + 0.9f * 10 + 0.2f * 1000);
   EXPECT_FLOAT_EQ(X[2], 0.5f * 3 + 0.1f * 1 + 0.8f * 100);
   EXPECT_FLOAT_EQ(X[3], 0.5f * 4 + 0.1f * 10 + 0.8f * 1000);
+}
+
+// hc_post_row and hc_post_cols (any column split) give, bit for bit, the order ops.h writes down:
+// per output X'[k, d] = post[k]*f[d] + acc, acc from +0 adding comb[j*hc+k] * X[j, d] for j
+// ascending. Odd dims and block edges included; the expected values are this test's own loops.
+TEST(Mhc, PostRowAndColumnsFollowTheWrittenOrder) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  for (int hc : {1, 2, 4, 5}) {
+    for (int64_t dim : {1, 7, 64, 65, 200}) {
+      const int mr = (2 + hc) * hc;
+      std::vector<float> f(static_cast<size_t>(dim)), mix(static_cast<size_t>(mr)), X(static_cast<size_t>(hc * dim));
+      for (std::vector<float>* v : {&f, &mix, &X})
+        for (float& e : *v) e = u(rng);
+      X[0] = -0.0f;  // signed zeros keep their order-dependent sign
+      std::vector<float> want(X.size());
+      const float* post = mix.data() + hc;
+      const float* comb = mix.data() + 2 * hc;
+      for (int k = 0; k < hc; ++k)
+        for (int64_t d = 0; d < dim; ++d) {
+          float acc = 0;
+          for (int j = 0; j < hc; ++j) acc += comb[j * hc + k] * X[size_t(j * dim + d)];
+          want[size_t(k * dim + d)] = post[k] * f[size_t(d)] + acc;
+        }
+      std::vector<float> got = X, tmp(X.size());
+      hc_post_row(f.data(), mix.data(), hc, dim, got.data(), tmp.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), 4 * want.size())) << "row hc " << hc << " dim " << dim;
+      std::vector<float> cols = X;
+      for (int64_t d0 = 0; d0 < dim; d0 += 3) {
+        const int64_t d1 = std::min(dim, d0 + 3);
+        hc_post_cols(f.data(), mix.data(), hc, dim, cols.data(), tmp.data(), d0, d1);
+      }
+      EXPECT_EQ(0, std::memcmp(cols.data(), want.data(), 4 * want.size())) << "cols hc " << hc << " dim " << dim;
+    }
+  }
 }
 
 TEST(Mhc, MixesScaleByInverseRms) {

@@ -95,30 +95,37 @@ TEST(SwiGlu, VectorLoopHasTheScalarBits) {
       }
     }
   }
-  // Attention's softmax: o for one query over candidates equals the scalar evaluation.
-  const int64_t D = 8, m = 37;
-  std::vector<float> q(D), kv(m * D), o(D), sc(m);
-  for (auto& v : q) v = d(gen) * 0.1f;
-  for (auto& v : kv) v = d(gen);
-  std::vector<const float*> c;
-  for (int64_t i = 0; i < m; ++i) c.push_back(kv.data() + i * D);
-  attend_with_sink(q.data(), c.data(), m, D, 0.5f, 0.3f, o.data(), sc.data());
-  float mx = 0.3f;
-  std::vector<float> s(m);
-  for (int64_t i = 0; i < m; ++i) {
-    s[i] = dot_f32(q.data(), c[i], D) * 0.5f;
-    mx = std::fmax(mx, s[i]);
-  }
-  float den = quant::exp_f32(0.3f - mx);
-  for (int64_t i = 0; i < m; ++i) {
-    volatile float e = quant::exp_f32(s[i] - mx);
-    s[i] = e;
-    den += s[i];
-  }
-  for (int64_t dd = 0; dd < D; ++dd) {
-    float acc = 0;
-    for (int64_t i = 0; i < m; ++i) acc += (s[i] / den) * c[i][dd];
-    EXPECT_EQ(o[dd], acc) << dd;
+  // Attention's softmax: o for one query over candidates equals the scalar evaluation; head
+  // dims below, at and past the vector widths, candidate counts with and without a tail of four.
+  for (int64_t D : {8, 64, 67, 512}) {
+    for (int64_t m : {3, 37, 40}) {
+      std::vector<float> q(D), kv(m * D), o(D), sc(m);
+      for (auto& v : q) v = d(gen) * 0.1f;
+      for (auto& v : kv) v = d(gen);
+      std::vector<const float*> c;
+      for (int64_t i = 0; i < m; ++i) c.push_back(kv.data() + i * D);
+      attend_with_sink(q.data(), c.data(), m, D, 0.5f, 0.3f, o.data(), sc.data());
+      float mx = 0.3f;
+      std::vector<float> s(m);
+      for (int64_t i = 0; i < m; ++i) {
+        s[i] = dot_f32(q.data(), c[i], D) * 0.5f;
+        mx = std::fmax(mx, s[i]);
+      }
+      float den = quant::exp_f32(0.3f - mx);
+      for (int64_t i = 0; i < m; ++i) {
+        volatile float e = quant::exp_f32(s[i] - mx);
+        s[i] = e;
+        den += s[i];
+      }
+      for (int64_t dd = 0; dd < D; ++dd) {
+        float acc = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          volatile float t = (s[i] / den) * c[i][dd];  // keeps this loop scalar
+          acc += t;
+        }
+        EXPECT_EQ(o[dd], acc) << "D " << D << " m " << m << " d " << dd;
+      }
+    }
   }
 }
 
