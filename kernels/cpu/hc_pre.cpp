@@ -1,6 +1,7 @@
 // kernels/cpu/hc_pre.cpp — the hc_pre op: mHC mixes, the Sinkhorn split and the weighted sum of the
 // residual copies (REF inference/model.py Block.hc_pre, kernel.py hc_split_sinkhorn;
 // ../shared/reference/dsv4-architecture.md §2.1). Orders: see ops.h.
+#include <algorithm>
 #include <cmath>
 
 #include "ds4/result.h"
@@ -32,7 +33,14 @@ float hc_norm_scale(const float* xf, int64_t n, float norm_eps) {
 
 void hc_mixes(const float* fn, int n_rows, const float* xf, int64_t n, float norm_eps, float* mixes) {
   const float rs = hc_norm_scale(xf, n, norm_eps);
-  for (int r = 0; r < n_rows; ++r) mixes[r] = dot_f32(fn + r * n, xf, n) * rs;
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) {  // four rows per pass over xf, each the bits of dot_f32
+    const float* w[4] = {fn + r * n, fn + (r + 1) * n, fn + (r + 2) * n, fn + (r + 3) * n};
+    float d4[4];
+    dot_f32_rows4(w, xf, n, d4);
+    for (int i = 0; i < 4; ++i) mixes[r + i] = d4[i] * rs;
+  }
+  for (; r < n_rows; ++r) mixes[r] = dot_f32(fn + r * n, xf, n) * rs;
 }
 
 void hc_pre_finish_row_scaled(const float* x, const float* dots, float rs, const float* scale, const float* base,
@@ -52,10 +60,19 @@ void hc_pre_finish_row(const float* x, const float* dots, const float* scale, co
 }
 
 void hc_weighted_sum(const float* X, const float* pre, int hc, int64_t dim, float* y) {
-  for (int64_t d = 0; d < dim; ++d) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j) s += pre[j] * X[j * dim + d];
-    y[d] = s;
+  // 64 columns at a time with d innermost (vectorizes); per column the order stays s from +0,
+  // j ascending.
+  constexpr int64_t kBlock = 64;
+  for (int64_t b0 = 0; b0 < dim; b0 += kBlock) {
+    const int64_t m = std::min(kBlock, dim - b0);
+    float s[kBlock];
+    for (int64_t i = 0; i < m; ++i) s[i] = 0;
+    for (int j = 0; j < hc; ++j) {
+      const float p = pre[j];
+      const float* xj = X + j * dim + b0;
+      for (int64_t i = 0; i < m; ++i) s[i] += p * xj[i];
+    }
+    for (int64_t i = 0; i < m; ++i) y[b0 + i] = s[i];
   }
 }
 

@@ -100,6 +100,36 @@ TEST(Mhc, PostRowAndColumnsFollowTheWrittenOrder) {
   }
 }
 
+// hc_mixes (four rows per pass) and hc_weighted_sum (64 columns per pass) give the bits of the
+// orders ops.h writes down: mixes[r] = dot_f32(fn_r, xf) * rs, y[d] = sum_j pre[j] * X[j, d] from +0
+// with j ascending. Row counts with and without a tail of four; dims at and past block edges.
+TEST(Mhc, MixesAndWeightedSumFollowTheWrittenOrder) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int hc : {1, 3, 4}) {
+    for (int64_t dim : {5, 64, 130}) {
+      const int rows = (2 + hc) * hc;
+      const int64_t n = hc * dim;
+      std::vector<float> fn(static_cast<size_t>(rows * n)), xf(static_cast<size_t>(n)), pre(static_cast<size_t>(hc));
+      for (std::vector<float>* v : {&fn, &xf, &pre})
+        for (float& e : *v) e = u(rng);
+      std::vector<float> m(static_cast<size_t>(rows)), want_m(static_cast<size_t>(rows));
+      hc_mixes(fn.data(), rows, xf.data(), n, 1e-6f, m.data());
+      const float rs = hc_norm_scale(xf.data(), n, 1e-6f);
+      for (int r = 0; r < rows; ++r) want_m[r] = dot_f32(fn.data() + r * n, xf.data(), n) * rs;
+      EXPECT_EQ(0, std::memcmp(m.data(), want_m.data(), 4 * m.size())) << "mixes hc " << hc << " dim " << dim;
+      std::vector<float> y(static_cast<size_t>(dim)), want_y(static_cast<size_t>(dim));
+      hc_weighted_sum(xf.data(), pre.data(), hc, dim, y.data());
+      for (int64_t d = 0; d < dim; ++d) {
+        float s = 0;
+        for (int j = 0; j < hc; ++j) s += pre[j] * xf[j * dim + d];
+        want_y[d] = s;
+      }
+      EXPECT_EQ(0, std::memcmp(y.data(), want_y.data(), 4 * y.size())) << "sum hc " << hc << " dim " << dim;
+    }
+  }
+}
+
 TEST(Mhc, MixesScaleByInverseRms) {
   // xf = [3, 4] -> mean square 12.5; fn rows [1,0] and [0,1].
   std::vector<float> fn = {1, 0, 0, 1}, xf = {3, 4};
