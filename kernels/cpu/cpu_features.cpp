@@ -58,7 +58,20 @@ CpuFeatures detect() {
   return f;
 }
 
-/// The policy named by DS4_CPU_KERNELS / DS4_CPU_SCALAR (see simd_mode()).
+DotBackend backend_for(SimdMode mode);  // below
+
+/// The family name a forced policy asks for (nullptr for Auto and ForceScalar).
+const char* forced_family_name(SimdMode mode) {
+  switch (mode) {
+    case SimdMode::Avx2: return "avx2";
+    case SimdMode::AvxVnni: return "avxvnni";
+    case SimdMode::Avx512Vnni: return "avx512vnni";
+    default: return nullptr;
+  }
+}
+
+/// The policy named by DS4_CPU_KERNELS / DS4_CPU_SCALAR (see simd_mode()). A family this CPU (or
+/// this build) cannot run is reported once with the family used instead.
 SimdMode mode_from_env() {
   SimdMode mode = SimdMode::Auto;
   const char* k = std::getenv("DS4_CPU_KERNELS");
@@ -67,12 +80,23 @@ SimdMode mode_from_env() {
                  "ds4: DS4_CPU_KERNELS: expected auto, scalar, avx2, avxvnni or avx512vnni, found '%s'; using auto\n",
                  policy_value_for_message(k).c_str());
   const char* e = std::getenv("DS4_CPU_SCALAR");
-  if (e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0) {
+  bool scalar = false;
+  if (e != nullptr && !parse_switch(e, &scalar))
+    std::fprintf(stderr, "ds4: DS4_CPU_SCALAR: expected 1 or 0 (true/false, yes/no, on/off), found '%s'; ignored\n",
+                 policy_value_for_message(e).c_str());
+  if (scalar) {
     if (mode != SimdMode::Auto && mode != SimdMode::ForceScalar)
       std::fprintf(stderr, "ds4: DS4_CPU_SCALAR=%s overrides DS4_CPU_KERNELS=%s: using the scalar kernels\n",
                    policy_value_for_message(e).c_str(), policy_value_for_message(k).c_str());
     mode = SimdMode::ForceScalar;
   }
+  const char* want = forced_family_name(mode);
+  const DotBackend got = backend_for(mode);
+  if (want != nullptr && !backend_usable(mode == SimdMode::Avx2         ? DotBackend::Avx2
+                                         : mode == SimdMode::AvxVnni ? DotBackend::AvxVnni
+                                                                     : DotBackend::Avx512Vnni))
+    std::fprintf(stderr, "ds4: DS4_CPU_KERNELS=%s: this CPU (or this build) cannot run those kernels; using %s\n", want,
+                 got == DotBackend::Scalar ? "the scalar ones" : dot_backend_name(got));
   return mode;
 }
 
@@ -128,6 +152,21 @@ bool parse_simd_mode(const char* value, SimdMode* mode) {
   for (const auto& n : kNames)
     if (v == n.name) {
       *mode = n.mode;
+      return true;
+    }
+  return false;
+}
+
+bool parse_switch(const char* value, bool* on) {
+  const std::string v = policy_word(value);
+  for (const char* w : {"1", "true", "yes", "on"})
+    if (v == w) {
+      *on = true;
+      return true;
+    }
+  for (const char* w : {"", "0", "false", "no", "off"})
+    if (v == w) {
+      *on = false;
       return true;
     }
   return false;

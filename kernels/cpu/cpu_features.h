@@ -47,10 +47,16 @@ enum class SimdMode { Auto, ForceScalar, Avx2, AvxVnni, Avx512Vnni };
 /// ignored. False (and *mode untouched) for anything else.
 bool parse_simd_mode(const char* value, SimdMode* mode);
 
+/// Parses an on/off environment value: 1, true, yes, on -> true; unset-like "", 0, false, no, off
+/// -> false (ASCII case and surrounding blanks ignored, as policy_word). False (and *on untouched)
+/// for anything else.
+bool parse_switch(const char* value, bool* on);
+
 /// Current policy. Initial value from the environment, read once at the first call of
 /// simd_mode/set_simd_mode: DS4_CPU_KERNELS (parse_simd_mode; unset or empty = Auto; an unknown
-/// value is reported on stderr once and Auto is used), overridden by DS4_CPU_SCALAR set to
-/// anything but "" or "0" (ForceScalar).
+/// value is reported on stderr once and Auto is used), overridden by DS4_CPU_SCALAR switched on
+/// (parse_switch; a value it cannot parse is reported and ignored). A forced family the CPU
+/// cannot run is reported once, with the family used instead (the next usable one down).
 SimdMode simd_mode();
 
 /// Sets the policy for all later kernel calls in this process (thread-safe; calls already running

@@ -159,8 +159,27 @@ TEST(CpuSimdSelection, InitialModeFollowsEnvironment) {
   const char* k = std::getenv("DS4_CPU_KERNELS");
   SimdMode expected = SimdMode::Auto;  // unset, empty and unknown values
   if (k != nullptr) cpu::parse_simd_mode(k, &expected);
-  if (e != nullptr && e[0] != '\0' && std::string(e) != "0") expected = SimdMode::ForceScalar;
+  bool scalar = false;  // unparsable values are reported and ignored
+  if (e != nullptr && cpu::parse_switch(e, &scalar) && scalar) expected = SimdMode::ForceScalar;
   EXPECT_EQ(g_initial_mode, expected) << "DS4_CPU_KERNELS='" << (k != nullptr ? k : "(unset)") << "'";
+}
+
+TEST(CpuSimdSelection, ParsesSwitchValues) {
+  for (const char* on : {"1", "true", "YES", " on "}) {
+    bool v = false;
+    EXPECT_TRUE(cpu::parse_switch(on, &v)) << on;
+    EXPECT_TRUE(v) << on;
+  }
+  for (const char* off : {"", "0", "False", "no", "OFF\t"}) {
+    bool v = true;
+    EXPECT_TRUE(cpu::parse_switch(off, &v)) << off;
+    EXPECT_FALSE(v) << off;
+  }
+  for (const char* bad : {"2", "scalar", "enable", "1 1"}) {
+    bool v = true;
+    EXPECT_FALSE(cpu::parse_switch(bad, &v)) << bad;
+    EXPECT_TRUE(v) << bad;  // untouched
+  }
 }
 
 TEST(CpuSimdSelection, ParsesKernelFamilyNames) {
