@@ -52,6 +52,7 @@
 #include "engine/model_config.h"
 #include "gguf/gguf_file.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "kernels/cpu/mem_bandwidth.h"
 #include "kernels/quant/ggml_type.h"
 #include "placement/plan_file.h"
@@ -488,6 +489,7 @@ int run_bench() {
             {"placement", placement},
             {"backend", backend},
             {"build", build_info()},
+            {"cpu_kernel_choices", cpu::kernel_choices()},
             {"n_threads", threads},
             {"activations", acts},
             {"cpu_info", cpu_model_name()},
@@ -568,6 +570,8 @@ int run_bench() {
   std::printf("- placement: %s; GPUs: %s; build: %s\n", placement.c_str(), gpus.c_str(), build_info().c_str());
   std::printf("- CPU: %s, %d threads; activations %s; date %s\n", cpu_model_name().c_str(), threads, acts.c_str(),
               meta["date"].get<std::string>().c_str());
+  if (const std::string kc = meta["cpu_kernel_choices"].get<std::string>(); !kc.empty())
+    std::printf("- CPU kernel variants chosen (DS4_CPU_IQ_LOOKUP, DS4_CPU_Q8_0_PASSES): %s\n", kc.c_str());
   std::printf("- host memory: %.2f GB/s read, %.2f GB/s memcpy (probe, %d threads); %d reps after 1 warm-up\n",
               bw * 1e-9, probe->copy_bps * 1e-9, probe->threads, args.reps);
   std::printf("- B/tok: weight bytes the engine read per decoded token (its counters; experts = routed experts "

@@ -20,6 +20,7 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8_stream.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "placement/plan_file.h"
 #include "placement/routing_counter.h"
 #include "placement/routing_stats.h"
@@ -300,6 +301,8 @@ int run() {
   std::fprintf(stderr, "run: peak memory (max RSS): %.1f MiB, weights %.1f MiB, sequence state %.2f MiB\n",
                double(peak_rss_bytes()) / (1024.0 * 1024.0), double(m->weight_bytes()) / (1024.0 * 1024.0),
                double(s.state_bytes()) / (1024.0 * 1024.0));
+  if (const std::string kc = cpu::kernel_choices(); !kc.empty())
+    std::fprintf(stderr, "run: CPU kernel variants chosen: %s\n", kc.c_str());
   if (m->tp() > 1) {
     for (int r = 0; r < m->tp(); ++r) {
       const RankMemory rm = s.rank_memory(r);

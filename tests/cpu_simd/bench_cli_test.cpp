@@ -85,8 +85,8 @@ TEST(BenchCli, JsonParsesWithPrefillAndDecodeRows) {
   EXPECT_GT(tg.at("bytes_per_token").get<double>(), 0.9 * tg.at("bytes_per_token_est").get<double>());
   EXPECT_EQ(tg.at("backend"), "CPU");
   const json& m = j.at("metadata");
-  for (const char* k : {"model", "quant_mix", "placement", "build", "cpu_info", "gpu_info", "date", "n_threads",
-                        "host_read_GBps", "bytes_per_token_est"})
+  for (const char* k : {"model", "quant_mix", "placement", "build", "cpu_kernel_choices", "cpu_info", "gpu_info", "date",
+                        "n_threads", "host_read_GBps", "bytes_per_token_est"})
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_NE(m.at("quant_mix").get<std::string>().find("experts MXFP4"), std::string::npos) << m.dump();
   EXPECT_EQ(m.at("n_threads"), 2);

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot_dispatch.h"
 #include "kernels/cpu/iq_lookup.h"
+#include "kernels/cpu/kernel_choices.h"
 #include "kernels/cpu/policy_word.h"
 #include "kernels/cpu/q8_passes.h"
 #include "kernels/cpu/quant_ref.h"
@@ -225,6 +226,32 @@ TEST(CpuSimdSelection, ParsesIqLookupNames) {
     EXPECT_FALSE(cpu::parse_iq_lookup(bad, &m)) << "'" << bad << "'";
     EXPECT_EQ(m, cpu::IqLookup::Loads) << "'" << bad << "': a refused value must leave the mode alone";
   }
+}
+
+// kernel_choices (printed by bench and run) names the selected family's forced variants: every IQ
+// grid type in the VNNI families, only IQ2_XS in the AVX2 family; nothing for the scalar kernels.
+TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
+  ModeGuard guard;
+  bool any = false;
+  for (const Family& f : kFamilies) {
+    if (f.backend == cpu::DotBackend::Scalar || !cpu::backend_usable(f.backend)) continue;
+    any = true;
+    cpu::set_simd_mode(f.mode);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
+    cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
+    const std::string want = f.backend == cpu::DotBackend::Avx2
+                                 ? "Q8_0 passes: single; IQ2_XS grid: loads"
+                                 : "Q8_0 passes: single; IQ2_XXS grid: loads; IQ2_XS grid: loads; IQ1_S grid: loads; "
+                                   "IQ1_M grid: loads";
+    EXPECT_EQ(cpu::kernel_choices(), want) << cpu::dot_backend_name(f.backend);
+    cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
+    cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
+    EXPECT_EQ(cpu::kernel_choices().rfind("Q8_0 passes: streams; IQ2_X", 0), 0u) << cpu::dot_backend_name(f.backend) << ": " << cpu::kernel_choices();
+    EXPECT_NE(cpu::kernel_choices().find("IQ2_XS grid: gather"), std::string::npos) << cpu::dot_backend_name(f.backend);
+  }
+  cpu::set_simd_mode(SimdMode::ForceScalar);
+  EXPECT_EQ(cpu::kernel_choices(), "");
+  if (!any) GTEST_SKIP() << "no SIMD family on this CPU";
 }
 
 TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
