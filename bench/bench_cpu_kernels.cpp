@@ -40,6 +40,9 @@ using ds4::GgmlType;
 using ds4::bench::OpCase;
 
 double g_read_bps = 0.0;          // measured streaming-read bandwidth (B/s)
+// The policy DS4_CPU_KERNELS / DS4_CPU_SCALAR name (read at start, before any case sets its own):
+// the mmq/ and mmq_vs_rows/ cases run that family (default auto).
+ds4::cpu::SimdMode g_env_mode = ds4::cpu::SimdMode::Auto;
 std::vector<uint8_t> g_pool;      // cold pool (copies of one case's weight matrix)
 const OpCase* g_pool_case = nullptr;
 
@@ -206,7 +209,7 @@ void run_f32act(benchmark::State& state, GgmlType type, int64_t rows, int64_t co
 /// `path`: 0 = what matmul_rows picks (the mmq/ cases: skipped unless that is the multi-token
 /// kernel), 1 = the multi-token kernel, 2 = the per-token kernels, whatever ntok.
 void run_mmq(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t ntok, int path = 0) {
-  ds4::cpu::set_simd_mode(ds4::cpu::SimdMode::Auto);
+  ds4::cpu::set_simd_mode(g_env_mode);
   const int64_t rb = int64_t(ds4::cpu::row_bytes(type, cols));
   std::vector<uint8_t> w(size_t(rb * rows));
   std::mt19937_64 rng(7);
@@ -246,6 +249,7 @@ int main(int argc, char** argv) {
   bool list_only = false;  // --benchmark_list_tests: names only, no 2 GB probe first
   for (int i = 1; i < argc; ++i)
     list_only = list_only || std::strncmp(argv[i], "--benchmark_list_tests", 22) == 0;
+  g_env_mode = ds4::cpu::simd_mode();
   benchmark::Initialize(&argc, argv);
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   ds4::cpu::MemProbeOptions po;
@@ -321,7 +325,7 @@ int main(int argc, char** argv) {
         }
       }
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::IQ2_XXS, GgmlType::Q2_K})
-    for (int64_t cols : {256, 2048}) {
+    for (int64_t cols : {256, 2048, 4096}) {
       const std::string name = "mmq/" + std::string(ds4::ggml_type_name(uint32_t(type))) + "/512x" + std::to_string(cols) +
                                "/n64/t1/hot";
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_mmq(st, type, 512, cols, 64); })

@@ -46,11 +46,20 @@ namespace {
 
 /// Rows [r0, r1) for all n tokens by the multi-token kernel `fn`: blocks of kBlock rows decoded
 /// once into a per-thread buffer, then tiles of kTile tokens pass over every decoded row (the
-/// tile's activations and the block's decoded rows stay in L2; each row in L1 while its tile runs).
+/// tile's activations stay in L1, the block's decoded rows in L2).
 void matmul_rows_mmq(MmqFn fn, MmqDecodeFn decode, const WRows& w, const MmqTokens& tok, int64_t n, const F32Rows& y, int64_t r0,
                      int64_t r1) {
-  constexpr int64_t kBlock = 16, kTile = 16;
+  // Rows in blocks of kBlock decoded once; tokens in tiles whose transposed codes (32 bytes per
+  // chunk and token) stay within kTileBytes, so that a tile stays in L1 while the block's rows pass
+  // over it (the decoded rows come from L2 instead: a quarter of the bytes or less per dot), of 16
+  // tokens at most and at least 4 in the AVX-512 family (its widest token pass), 8 in the others
+  // (two-token passes: 4 was 4-6 % slower there at 4096 columns). With mmq_x86.inc's register-held
+  // lanes, against 16-token tiles and lanes in memory, bench_cpu_kernels mmq/ on Zen 4, 1 thread
+  // hot: AVX-512 family +6-25 %, AVX2 family -2..+5 % (bench/README.md, issue 19).
+  constexpr int64_t kBlock = 16, kTileBytes = 16384;
   const int64_t nc = w.in / 32, ng = (nc + 7) / 8;
+  const int64_t min_tile = selected_backend() == DotBackend::Avx512Vnni ? 4 : 8;
+  const int64_t kTile = std::clamp<int64_t>(kTileBytes / (32 * 8 * ng) / 4 * 4, min_tile, 16);
   thread_local std::vector<MmqGroup> dec;
   if (dec.size() < static_cast<size_t>(kBlock * ng)) dec.resize(static_cast<size_t>(kBlock * ng));
   for (int64_t a = r0; a < r1; a += kBlock) {
