@@ -246,7 +246,8 @@ TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
     EXPECT_EQ(cpu::kernel_choices(), want) << cpu::dot_backend_name(f.backend);
     cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
-    EXPECT_EQ(cpu::kernel_choices().rfind("Q8_0 passes: streams; IQ2_X", 0), 0u) << cpu::dot_backend_name(f.backend) << ": " << cpu::kernel_choices();
+    EXPECT_EQ(cpu::kernel_choices().rfind("Q8_0 passes: streams; IQ2_X", 0), 0u)
+        << cpu::dot_backend_name(f.backend) << ": " << cpu::kernel_choices();
     EXPECT_NE(cpu::kernel_choices().find("IQ2_XS grid: gather"), std::string::npos) << cpu::dot_backend_name(f.backend);
   }
   cpu::set_simd_mode(SimdMode::ForceScalar);
