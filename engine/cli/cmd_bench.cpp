@@ -543,11 +543,11 @@ int run_bench() {
     std::printf("model,size,params,backend,threads,activations,n_prompt,n_gen,test,avg_ts,stddev_ts,ttft_ms_avg,"
                 "ttft_ms_stddev,bytes_per_token,bytes_per_token_experts,bytes_per_token_staged,bytes_per_token_nvme,"
                 "bytes_per_token_est,weights_GBps,frac_mem_bw,quant_mix,"
-                "placement,build,cpu_info,gpu_info,date,host_read_GBps");
+                "placement,build,cpu_info,gpu_info,date,host_read_GBps,cpu_kernel_choices");
     for (const auto& [k, v] : links_csv(nullptr, plan)) std::printf(",%s", k.c_str());
     std::printf("\n");
     for (const Row& r : rows) {
-      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f",
+      std::printf("%s,%llu,%llu,%s,%d,%s,%d,%d,%s,%.4f,%.4f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.3f,%s",
                   csv_quote(args.model.model).c_str(), (unsigned long long)m->weight_bytes(),
                   (unsigned long long)facts->params, backend.c_str(), threads, acts.c_str(), r.n_prompt, r.n_gen,
                   csv_quote(r.test).c_str(), r.ts.mean, r.ts.sd, r.decode ? "" : fmtd("%.4f", r.ttft_ms.mean).c_str(),
@@ -557,7 +557,8 @@ int run_bench() {
                   r.decode ? fmtd("%.4f", r.bpt * r.ts.mean * 1e-9).c_str() : "",
                   r.decode ? fmtd("%.5f", r.frac()).c_str() : "", csv_quote(facts->quant_mix).c_str(),
                   csv_quote(placement).c_str(), csv_quote(build_info()).c_str(), csv_quote(cpu_model_name()).c_str(),
-                  csv_quote(gpus).c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9);
+                  csv_quote(gpus).c_str(), csv_quote(meta["date"].get<std::string>()).c_str(), bw * 1e-9,
+                  csv_quote(meta["cpu_kernel_choices"].get<std::string>()).c_str());
       // The link columns (bench_links.h): per-link timing, cache, per-rank bytes, the plan's prediction.
       for (const auto& [k, v] : links_csv(r.decode ? &r.links : nullptr, plan)) std::printf(",%s", v.c_str());
       std::printf("\n");

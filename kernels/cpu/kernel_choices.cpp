@@ -11,11 +11,20 @@ namespace ds4::cpu {
 std::string kernel_choices() {
   const DotBackend family = selected_backend();
   std::string out;
-  const auto add = [&out](const std::string& what, const char* choice) {
-    if (choice == nullptr || choice[0] == '\0') return;
+  const auto add = [&out](const std::string& what, const std::string& choice) {
+    if (choice.empty()) return;
     out += (out.empty() ? "" : "; ") + what + ": " + choice;
   };
-  add("Q8_0 passes", q8_passes_used(family));
+  const std::string forced = " (forced)";
+  const std::string q8 = q8_passes_used(family);
+  add("Q8_0 passes", q8.empty() || q8_passes_mode() == Q8Passes::Auto ? q8 : q8 + forced);
+  if (iq_lookup_mode() != IqLookup::Auto) {
+    // Forced: one entry for every type with a choice in this family (not only the model's).
+    const bool avx2 = family == DotBackend::Avx2;
+    const std::string v = iq_lookup_used(family, avx2 ? GgmlType::IQ2_XS : GgmlType::IQ2_XXS);
+    add(avx2 ? "IQ2_XS grid" : "IQ grids", v.empty() ? v : v + forced);
+    return out;
+  }
   for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M})
     add(std::string(ggml_type_name(uint32_t(t))) + " grid", iq_lookup_used(family, t));
   return out;

@@ -136,6 +136,7 @@ TEST(BenchCli, CsvRowsMatchTheHeader) {
   const auto ls = lines(o.text);
   ASSERT_EQ(ls.size(), 3u) << o.text;
   EXPECT_EQ(ls[0].rfind("model,size,params,backend,threads,", 0), 0u) << ls[0];
+  EXPECT_NE(ls[0].find(",host_read_GBps,cpu_kernel_choices"), std::string::npos) << ls[0];
   const int cols = csv_fields(ls[0]);
   EXPECT_GE(cols, 20);
   for (size_t i = 1; i < ls.size(); ++i) EXPECT_EQ(csv_fields(ls[i]), cols) << ls[i];
