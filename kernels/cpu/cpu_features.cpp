@@ -35,7 +35,7 @@ CpuFeatures detect() {
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
   // CPUID bits (Intel SDM vol. 2A, CPUID): leaf 1 ECX bit 29 = F16C (GCC has no "f16c" name in
-  // __builtin_cpu_supports before 14); leaf 7.0 EBX bit 16 = AVX512F, bit 30 = AVX512BW, bit 31 = AVX512VL,
+  // __builtin_cpu_supports before 14); leaf 7.0 EBX bit 8 = BMI2, bit 16 = AVX512F, bit 30 = AVX512BW, bit 31 = AVX512VL,
   // ECX bit 11 = AVX512_VNNI;
   // leaf 7.1 EAX bit 4 = AVX-VNNI (Clang 14 has no "avxvnni" name either). The OS must save the
   // YMM state (XCR0 bits 1-2) and for EVEX also the opmask and upper ZMM state (bits 5-7).
@@ -47,6 +47,7 @@ CpuFeatures detect() {
     unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
     if (__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) {
       const unsigned max_sub = a7;
+      f.bmi2 = (b7 >> 8) & 1u;
       f.avx512_f = zmm_os && ((b7 >> 16) & 1u);
       f.avx512_bw = zmm_os && ((b7 >> 30) & 1u);
       f.avx512_vl = zmm_os && ((b7 >> 31) & 1u);
@@ -188,10 +189,11 @@ bool backend_usable(DotBackend b) {
     case DotBackend::Scalar: return true;
     case DotBackend::Avx2: return cpu_avx2_usable();
 #ifdef DS4_HAVE_AVXVNNI_KERNELS
-    case DotBackend::AvxVnni: return cpu_avx2_usable() && f.avx_vnni;
+    case DotBackend::AvxVnni: return cpu_avx2_usable() && f.avx_vnni && f.bmi2;
 #endif
 #ifdef DS4_HAVE_AVX512VNNI_KERNELS
-    case DotBackend::Avx512Vnni: return cpu_avx2_usable() && f.avx512_f && f.avx512_bw && f.avx512_vl && f.avx512_vnni;
+    case DotBackend::Avx512Vnni:
+      return cpu_avx2_usable() && f.avx512_f && f.avx512_bw && f.avx512_vl && f.avx512_vnni && f.bmi2;
 #endif
     default: return false;
   }

@@ -18,6 +18,7 @@ struct CpuFeatures {
   bool avx512_vl = false;    ///< ... on ymm registers needs AVX512VL as well
   bool avx512_f = false;     ///< 512-bit registers and opmasks (the AVX-512 family's zmm kernels) ...
   bool avx512_bw = false;    ///< ... with byte/word operations on them (every AVX512-VNNI CPU so far has both)
+  bool bmi2 = false;         ///< pdep (the IQ1 kernels' index builds; every VNNI CPU so far has it)
 };
 
 /// The features of the CPU this process runs on (detected on first call, then cached).
@@ -33,7 +34,8 @@ bool cpu_avx2_usable();
 enum class DotBackend { Scalar, Avx2, AvxVnni, Avx512Vnni };
 
 /// True when `b` can run on this CPU (and was compiled into this build): Scalar always; Avx2 when
-/// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI; Avx512Vnni also needs AVX512F, AVX512BW, AVX512VL and AVX512-VNNI.
+/// cpu_avx2_usable(); AvxVnni also needs AVX-VNNI and BMI2; Avx512Vnni also needs AVX512F, AVX512BW,
+/// AVX512VL, AVX512-VNNI and BMI2 (their IQ1 kernels use pdep; every such CPU has it).
 bool backend_usable(DotBackend b);
 
 /// Kernel selection policy. The families rank Avx512Vnni > AvxVnni > Avx2 > Scalar. Auto: the

@@ -112,7 +112,10 @@ bool iq_use_loads(DotBackend family, GgmlType type, RowsDotFn gather, RowsDotFn 
 const char* iq_lookup_used(DotBackend family, GgmlType type) {
   const int t = type_slot(type), f = int(family);
   if (t < 0 || family == DotBackend::Scalar || f >= kFamilies) return "";
-  if (family == DotBackend::Avx2 && type != GgmlType::IQ2_XS) return "";  // its one choice (iq_lookup.h)
+  // The AVX2 family's choices (iq_lookup.h): none for IQ2_XXS, none for IQ1 without BMI2.
+  if (family == DotBackend::Avx2 &&
+      (type == GgmlType::IQ2_XXS || (type != GgmlType::IQ2_XS && !cpu_features().bmi2)))
+    return "";
   switch (iq_lookup_mode()) {
     case IqLookup::Gather: return "gather";
     case IqLookup::Loads: return "loads";

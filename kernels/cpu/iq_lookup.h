@@ -8,9 +8,11 @@
 // 1 thread hot), scalar loads win on AMD Zen 4 (IQ2_XS 2.1-2.5 -> 2.9-3.5 GB/s, IQ2_XXS
 // 2.0-2.3 -> 2.8-3.3) and Zen 3 (where the AVX2 family always uses loads). Auto therefore
 // measures both once per family and type on this CPU instead of naming CPU models.
-// The AVX2 family has no gathers but one choice of the same kind, for IQ2_XS: its 9-bit grid
-// indices read by scalar loads from the block ("loads") or masked in a vector and extracted
-// ("gather" slot): the vector was 4-25 % faster on Zen 3, scalar indices 10-12 % on Zen 4.
+// The AVX2 family has no gathers but choices of the same kind: for IQ2_XS its 9-bit grid indices
+// read by scalar loads from the block ("loads") or masked in a vector and extracted ("gather"
+// slot): the vector was 4-25 % faster on Zen 3, scalar indices 10-12 % on Zen 4; for IQ1_S and
+// IQ1_M the indices built by BMI2 pdep ("loads", only on CPUs with BMI2) or formed in vectors and
+// extracted ("gather" slot): pdep was 28-34 % faster on Zen 4, and Zen 1 / Zen 2 microcode it.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,7 @@
 
 namespace ds4::cpu {
 
-/// Grid look-up policy of the VNNI families' IQ kernels and of the AVX2 family's IQ2_XS index
+/// Grid look-up policy of the VNNI families' IQ kernels and of the AVX2 family's IQ2_XS / IQ1 index
 /// reads (see above). Auto: the faster variant as measured once
 /// per family and type (iq_use_loads); Gather / Loads: always that one (A/B benchmarks, tests).
 enum class IqLookup { Auto, Gather, Loads };
@@ -51,8 +53,8 @@ bool iq_use_loads(DotBackend family, GgmlType type, RowsDotFn gather, RowsDotFn 
 bool measure_second_faster(GgmlType type, RowsDotFn first, RowsDotFn second);
 
 /// What Auto chose (or would use) for `family` and `type`, for printing: "gather", "loads", or
-/// "" when the family has no choice for the type (the AVX2 family: every type but IQ2_XS) or Auto
-/// has not measured it yet.
+/// "" when the family has no choice for the type (the AVX2 family: IQ2_XXS, and IQ1_S / IQ1_M
+/// without BMI2) or Auto has not measured it yet.
 const char* iq_lookup_used(DotBackend family, GgmlType type);
 
 }  // namespace ds4::cpu

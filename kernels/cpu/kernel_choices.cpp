@@ -22,7 +22,8 @@ std::string kernel_choices() {
     // Forced: one entry for every type with a choice in this family (not only the model's).
     const bool avx2 = family == DotBackend::Avx2;
     const std::string v = iq_lookup_used(family, avx2 ? GgmlType::IQ2_XS : GgmlType::IQ2_XXS);
-    add(avx2 ? "IQ2_XS grid" : "IQ grids", v.empty() ? v : v + forced);
+    // The AVX2 family's choices: IQ2_XS's index reads, and IQ1_S / IQ1_M's with BMI2 (iq_lookup.h).
+    add(avx2 ? (cpu_features().bmi2 ? "IQ2_XS and IQ1 indices" : "IQ2_XS grid") : "IQ grids", v.empty() ? v : v + forced);
     return out;
   }
   for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M})

@@ -229,8 +229,8 @@ TEST(CpuSimdSelection, ParsesIqLookupNames) {
 }
 
 // kernel_choices (printed by bench and run) names the selected family's forced variants, marked as
-// forced: all IQ grids at once in the VNNI families, IQ2_XS in the AVX2 family (its one choice);
-// nothing for the scalar kernels.
+// forced: all IQ grids at once in the VNNI families, IQ2_XS (and IQ1_S / IQ1_M's index reads on a
+// CPU with BMI2) in the AVX2 family; nothing for the scalar kernels.
 TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
   ModeGuard guard;
   bool any = false;
@@ -241,13 +241,12 @@ TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
     cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
     const bool avx2 = f.backend == cpu::DotBackend::Avx2;
-    EXPECT_EQ(cpu::kernel_choices(), avx2 ? "Q8_0 passes: single (forced); IQ2_XS grid: loads (forced)"
-                                          : "Q8_0 passes: single (forced); IQ grids: loads (forced)")
+    const std::string iq = !avx2 ? "IQ grids" : cpu::cpu_features().bmi2 ? "IQ2_XS and IQ1 indices" : "IQ2_XS grid";
+    EXPECT_EQ(cpu::kernel_choices(), "Q8_0 passes: single (forced); " + iq + ": loads (forced)")
         << cpu::dot_backend_name(f.backend);
     cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
-    EXPECT_EQ(cpu::kernel_choices(), avx2 ? "Q8_0 passes: streams (forced); IQ2_XS grid: gather (forced)"
-                                          : "Q8_0 passes: streams (forced); IQ grids: gather (forced)")
+    EXPECT_EQ(cpu::kernel_choices(), "Q8_0 passes: streams (forced); " + iq + ": gather (forced)")
         << cpu::dot_backend_name(f.backend);
   }
   cpu::set_simd_mode(SimdMode::ForceScalar);
@@ -265,8 +264,14 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
   for (const Family& f : kFamilies) {
     if (!cpu::backend_usable(f.backend)) continue;
     cpu::set_simd_mode(f.mode);
-    if (f.backend == cpu::DotBackend::Avx2) {  // one choice: IQ2_XS's index reads; the others have one kernel
+    // The AVX2 family's choices: IQ2_XS's index reads and, on a CPU with BMI2, IQ1_S / IQ1_M's (pdep
+    // or vector indices); IQ2_XXS (and IQ1 without BMI2) has one kernel.
+    const auto avx2_choice = [&](GgmlType t) {
+      return t == GgmlType::IQ2_XS || ((t == GgmlType::IQ1_S || t == GgmlType::IQ1_M) && cpu::cpu_features().bmi2);
+    };
+    if (f.backend == cpu::DotBackend::Avx2) {
       for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        if (avx2_choice(t)) continue;
         cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
         const cpu::RowsDotFn g = cpu::simd_rows_dot(t);
         cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
@@ -275,7 +280,7 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
       }
     }
     for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
-      if (f.backend == cpu::DotBackend::Avx2 && t != GgmlType::IQ2_XS) continue;
+      if (f.backend == cpu::DotBackend::Avx2 && !avx2_choice(t)) continue;
       cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
       const cpu::RowsDotFn g = cpu::simd_rows_dot(t);
       EXPECT_STREQ(cpu::iq_lookup_used(f.backend, t), "gather");
@@ -380,6 +385,7 @@ TEST(CpuSimdSelection, DetectionAgreesWithProcCpuinfo) {
   EXPECT_EQ(f.avx512_vl, flags.count("avx512vl") == 1);
   EXPECT_EQ(f.avx512_f, flags.count("avx512f") == 1);
   EXPECT_EQ(f.avx512_bw, flags.count("avx512bw") == 1);
+  EXPECT_EQ(f.bmi2, flags.count("bmi2") == 1);
 }
 
 TEST(CpuSimdSelection, EveryPolicyPicksAUsableBackend) {
@@ -394,10 +400,10 @@ TEST(CpuSimdSelection, EveryPolicyPicksAUsableBackend) {
   EXPECT_EQ(cpu::backend_usable(cpu::DotBackend::Avx2), cpu::cpu_avx2_usable());
   EXPECT_TRUE(cpu::backend_usable(cpu::DotBackend::Scalar));
   if (cpu::backend_usable(cpu::DotBackend::AvxVnni)) {
-    EXPECT_TRUE(f.avx_vnni && cpu::cpu_avx2_usable());
+    EXPECT_TRUE(f.avx_vnni && f.bmi2 && cpu::cpu_avx2_usable());
   }
   if (cpu::backend_usable(cpu::DotBackend::Avx512Vnni)) {
-    EXPECT_TRUE(f.avx512_vnni && f.avx512_vl && f.avx512_f && f.avx512_bw && cpu::cpu_avx2_usable());
+    EXPECT_TRUE(f.avx512_vnni && f.avx512_vl && f.avx512_f && f.avx512_bw && f.bmi2 && cpu::cpu_avx2_usable());
   }
   const cpu::DotBackend fallback = cpu::cpu_avx2_usable() ? cpu::DotBackend::Avx2 : cpu::DotBackend::Scalar;
   // Documented rank: Avx512Vnni > AvxVnni > Avx2 > Scalar; a forced family falls to the highest

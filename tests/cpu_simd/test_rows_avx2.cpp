@@ -2,7 +2,8 @@
 // (dot_dispatch.h RowsDotFn, used by matvec_q8_1 per row chunk) against the scalar reference: for every expert type that has one,
 // row counts that are and are not multiples of the kernel's row group (1..13), row strides equal
 // to and larger than the row size, dot lengths with and without a partial 8-chunk tail (and one
-// past the kernels' on-stack activation tables, 16640), sane and
+// past the kernels' on-stack activation tables: 16640 for the 256-element types, 32960 for Q8_0 /
+// MXFP4, whose multi_rows then decodes the activation scales per group), sane and
 // fully random weight bytes — every output bit-identical to the scalar vec_dot_q8_1 of its row.
 #include <gtest/gtest.h>
 
@@ -108,7 +109,7 @@ TEST(CpuSimdRows, BitIdenticalToScalarForEveryRowCountStrideAndLength) {
   for (GgmlType t : bench::expert_types()) {
     if (cpu::simd_rows_dot(t) == nullptr) continue;
     ++tested_types;
-    const std::vector<int64_t> cols = is_32_block(t) ? std::vector<int64_t>{32, 96, 256, 288, 2048 + 160}
+    const std::vector<int64_t> cols = is_32_block(t) ? std::vector<int64_t>{32, 96, 256, 288, 2048 + 160, 32768 + 192}
                                                      : std::vector<int64_t>{256, 768, 2048, 16384 + 256};
     for (int64_t c : cols)
       for (int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 13})
