@@ -28,6 +28,15 @@ uint64_t xcr0(uint32_t leaf1_ecx) {
 }
 #endif
 
+/// The features a forced family needs, for the message when the CPU lacks them.
+const char* family_requirements(SimdMode mode) {
+  switch (mode) {
+    case SimdMode::AvxVnni: return "AVX2, FMA, F16C, AVX-VNNI and BMI2";
+    case SimdMode::Avx512Vnni: return "AVX2, FMA, F16C, AVX512F/BW/VL, AVX512-VNNI and BMI2";
+    default: return "AVX2, FMA and F16C";
+  }
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,8 +44,8 @@ CpuFeatures detect() {
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
   // CPUID bits (Intel SDM vol. 2A, CPUID): leaf 1 ECX bit 29 = F16C (GCC has no "f16c" name in
-  // __builtin_cpu_supports before 14); leaf 7.0 EBX bit 8 = BMI2, bit 16 = AVX512F, bit 30 = AVX512BW, bit 31 = AVX512VL,
-  // ECX bit 11 = AVX512_VNNI;
+  // __builtin_cpu_supports before 14); leaf 7.0 EBX bit 8 = BMI2, bit 16 = AVX512F, bit 30 =
+  // AVX512BW, bit 31 = AVX512VL, ECX bit 11 = AVX512_VNNI;
   // leaf 7.1 EAX bit 4 = AVX-VNNI (Clang 14 has no "avxvnni" name either). The OS must save the
   // YMM state (XCR0 bits 1-2) and for EVEX also the opmask and upper ZMM state (bits 5-7).
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -96,8 +105,9 @@ SimdMode mode_from_env() {
   if (want != nullptr && !backend_usable(mode == SimdMode::Avx2         ? DotBackend::Avx2
                                          : mode == SimdMode::AvxVnni ? DotBackend::AvxVnni
                                                                      : DotBackend::Avx512Vnni))
-    std::fprintf(stderr, "ds4: DS4_CPU_KERNELS=%s: this CPU (or this build) cannot run those kernels; using %s\n", want,
-                 got == DotBackend::Scalar ? "the scalar ones" : dot_backend_name(got));
+    std::fprintf(stderr,
+                 "ds4: DS4_CPU_KERNELS=%s: this CPU (or this build) cannot run those kernels (they need %s); using %s\n",
+                 want, family_requirements(mode), got == DotBackend::Scalar ? "the scalar ones" : dot_backend_name(got));
   return mode;
 }
 
@@ -183,17 +193,28 @@ bool cpu_avx2_usable() {
   return f.avx2 && f.fma && f.f16c;
 }
 
+namespace {
+std::atomic<bool>& bmi2_masked() {
+  static std::atomic<bool> masked{false};
+  return masked;
+}
+}  // namespace
+
+bool cpu_bmi2_usable() { return cpu_features().bmi2 && !bmi2_masked().load(std::memory_order_relaxed); }
+
+void mask_bmi2_for_tests(bool masked) { bmi2_masked().store(masked, std::memory_order_relaxed); }
+
 bool backend_usable(DotBackend b) {
   const CpuFeatures& f = cpu_features();
   switch (b) {
     case DotBackend::Scalar: return true;
     case DotBackend::Avx2: return cpu_avx2_usable();
 #ifdef DS4_HAVE_AVXVNNI_KERNELS
-    case DotBackend::AvxVnni: return cpu_avx2_usable() && f.avx_vnni && f.bmi2;
+    case DotBackend::AvxVnni: return cpu_avx2_usable() && f.avx_vnni && cpu_bmi2_usable();
 #endif
 #ifdef DS4_HAVE_AVX512VNNI_KERNELS
     case DotBackend::Avx512Vnni:
-      return cpu_avx2_usable() && f.avx512_f && f.avx512_bw && f.avx512_vl && f.avx512_vnni && f.bmi2;
+      return cpu_avx2_usable() && f.avx512_f && f.avx512_bw && f.avx512_vl && f.avx512_vnni && cpu_bmi2_usable();
 #endif
     default: return false;
   }

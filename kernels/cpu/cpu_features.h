@@ -28,6 +28,16 @@ const CpuFeatures& cpu_features();
 /// are compiled with -mavx2 -mfma -mf16c, so every one of them must be supported).
 bool cpu_avx2_usable();
 
+/// True when the kernels may use BMI2 pdep (the IQ1 index builds): the CPU has BMI2 and
+/// mask_bmi2_for_tests has not hidden it.
+bool cpu_bmi2_usable();
+
+/// Tests only: `masked` = true makes cpu_bmi2_usable() false (as on a CPU or VM without BMI2), so
+/// the fallbacks that only such machines take can be checked anywhere; false restores detection.
+/// Thread-safe; affects later backend_usable() answers and IQ1 kernel choices, not the family
+/// table selected_backend() made at its first call.
+void mask_bmi2_for_tests(bool masked);
+
 /// Kernel family behind vec_dot_q8_1 / matvec_q8_1 for a type. The VNNI families are the AVX2
 /// kernels with each u8 x s8 four-term dot (vpmaddubsw + vpmaddwd) done by one vpdpbusd; they
 /// return the same bits (all integer sums are exact in both).

@@ -114,7 +114,7 @@ const char* iq_lookup_used(DotBackend family, GgmlType type) {
   if (t < 0 || family == DotBackend::Scalar || f >= kFamilies) return "";
   // The AVX2 family's choices (iq_lookup.h): none for IQ2_XXS, none for IQ1 without BMI2.
   if (family == DotBackend::Avx2 &&
-      (type == GgmlType::IQ2_XXS || (type != GgmlType::IQ2_XS && !cpu_features().bmi2)))
+      (type == GgmlType::IQ2_XXS || (type != GgmlType::IQ2_XS && !cpu_bmi2_usable())))
     return "";
   switch (iq_lookup_mode()) {
     case IqLookup::Gather: return "gather";

@@ -12,7 +12,7 @@
 // read by scalar loads from the block ("loads") or masked in a vector and extracted ("gather"
 // slot): the vector was 4-25 % faster on Zen 3, scalar indices 10-12 % on Zen 4; for IQ1_S and
 // IQ1_M the indices built by BMI2 pdep ("loads", only on CPUs with BMI2) or formed in vectors and
-// extracted ("gather" slot): pdep was 28-34 % faster on Zen 4, and Zen 1 / Zen 2 microcode it.
+// extracted ("gather" slot): pdep was 27-34 % faster on Zen 4, and Zen 1 / Zen 2 microcode it.
 #pragma once
 
 #include <cstdint>

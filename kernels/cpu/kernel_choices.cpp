@@ -23,11 +23,17 @@ std::string kernel_choices() {
     const bool avx2 = family == DotBackend::Avx2;
     const std::string v = iq_lookup_used(family, avx2 ? GgmlType::IQ2_XS : GgmlType::IQ2_XXS);
     // The AVX2 family's choices: IQ2_XS's index reads, and IQ1_S / IQ1_M's with BMI2 (iq_lookup.h).
-    add(avx2 ? (cpu_features().bmi2 ? "IQ2_XS and IQ1 indices" : "IQ2_XS grid") : "IQ grids", v.empty() ? v : v + forced);
+    const char* what = !avx2 ? "IQ grids" : cpu_bmi2_usable() ? "IQ2_XS and IQ1 indices" : "IQ2_XS indices";
+    add(what, v.empty() ? v : v + forced);
     return out;
   }
-  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M})
-    add(std::string(ggml_type_name(uint32_t(t))) + " grid", iq_lookup_used(family, t));
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+    const std::string name(ggml_type_name(uint32_t(t)));
+    std::string v = iq_lookup_used(family, t);
+    // In the AVX2 family the choices are index builds, not grid reads; IQ1's "loads" is pdep.
+    if (family == DotBackend::Avx2 && t != GgmlType::IQ2_XS && v == "loads") v += " (pdep)";
+    add(name + (family == DotBackend::Avx2 ? " indices" : " grid"), v);
+  }
   return out;
 }
 

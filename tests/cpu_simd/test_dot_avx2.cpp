@@ -241,7 +241,7 @@ TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
     cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
     cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
     const bool avx2 = f.backend == cpu::DotBackend::Avx2;
-    const std::string iq = !avx2 ? "IQ grids" : cpu::cpu_features().bmi2 ? "IQ2_XS and IQ1 indices" : "IQ2_XS grid";
+    const std::string iq = !avx2 ? "IQ grids" : cpu::cpu_bmi2_usable() ? "IQ2_XS and IQ1 indices" : "IQ2_XS indices";
     EXPECT_EQ(cpu::kernel_choices(), "Q8_0 passes: single (forced); " + iq + ": loads (forced)")
         << cpu::dot_backend_name(f.backend);
     cpu::set_q8_passes_mode(cpu::Q8Passes::Streams);
@@ -252,6 +252,41 @@ TEST(CpuSimdSelection, KernelChoicesNameTheForcedVariants) {
   cpu::set_simd_mode(SimdMode::ForceScalar);
   EXPECT_EQ(cpu::kernel_choices(), "");
   if (!any) GTEST_SKIP() << "no SIMD family on this CPU";
+}
+
+// Without BMI2 (masked here, as a CPU or VM that hides it would be) no pdep kernel may be chosen:
+// the VNNI families are unusable, the AVX2 family takes the vector-index IQ1 kernels whatever the
+// policy says and reports no IQ1 choice, and its forced choice is named for IQ2_XS alone.
+TEST(CpuSimdSelection, WithoutBmi2NoPdepKernelIsChosen) {
+  if (!cpu::cpu_avx2_usable()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: the x86 families do not run here";
+  ModeGuard guard;
+  struct Unmask {
+    ~Unmask() { cpu::mask_bmi2_for_tests(false); }
+  } unmask;
+  cpu::set_simd_mode(SimdMode::Avx2);
+  cpu::set_iq_lookup_mode(cpu::IqLookup::Gather);
+  const cpu::RowsDotFn vec_s = cpu::simd_rows_dot(GgmlType::IQ1_S), vec_m = cpu::simd_rows_dot(GgmlType::IQ1_M);
+  cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
+  const bool pdep_here = cpu::cpu_bmi2_usable();
+  if (pdep_here) {  // the choice exists with BMI2: loads is another kernel
+    EXPECT_NE(cpu::simd_rows_dot(GgmlType::IQ1_S), vec_s);
+    EXPECT_NE(cpu::simd_rows_dot(GgmlType::IQ1_M), vec_m);
+  }
+  cpu::mask_bmi2_for_tests(true);
+  EXPECT_FALSE(cpu::cpu_bmi2_usable());
+  EXPECT_FALSE(cpu::backend_usable(cpu::DotBackend::AvxVnni));
+  EXPECT_FALSE(cpu::backend_usable(cpu::DotBackend::Avx512Vnni));
+  EXPECT_TRUE(cpu::backend_usable(cpu::DotBackend::Avx2));
+  for (cpu::IqLookup lookup : {cpu::IqLookup::Loads, cpu::IqLookup::Auto, cpu::IqLookup::Gather}) {
+    cpu::set_iq_lookup_mode(lookup);
+    EXPECT_EQ(cpu::simd_rows_dot(GgmlType::IQ1_S), vec_s);
+    EXPECT_EQ(cpu::simd_rows_dot(GgmlType::IQ1_M), vec_m);
+    EXPECT_STREQ(cpu::iq_lookup_used(cpu::DotBackend::Avx2, GgmlType::IQ1_S), "");
+    EXPECT_STREQ(cpu::iq_lookup_used(cpu::DotBackend::Avx2, GgmlType::IQ1_M), "");
+  }
+  cpu::set_q8_passes_mode(cpu::Q8Passes::Single);
+  cpu::set_iq_lookup_mode(cpu::IqLookup::Loads);
+  EXPECT_EQ(cpu::kernel_choices(), "Q8_0 passes: single (forced); IQ2_XS indices: loads (forced)");
 }
 
 TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
@@ -267,7 +302,7 @@ TEST(CpuSimdSelection, IqLookupPolicySelectsTheVariant) {
     // The AVX2 family's choices: IQ2_XS's index reads and, on a CPU with BMI2, IQ1_S / IQ1_M's (pdep
     // or vector indices); IQ2_XXS (and IQ1 without BMI2) has one kernel.
     const auto avx2_choice = [&](GgmlType t) {
-      return t == GgmlType::IQ2_XS || ((t == GgmlType::IQ1_S || t == GgmlType::IQ1_M) && cpu::cpu_features().bmi2);
+      return t == GgmlType::IQ2_XS || ((t == GgmlType::IQ1_S || t == GgmlType::IQ1_M) && cpu::cpu_bmi2_usable());
     };
     if (f.backend == cpu::DotBackend::Avx2) {
       for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
