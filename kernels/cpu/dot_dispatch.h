@@ -1,7 +1,9 @@
 // kernels/cpu/dot_dispatch.h — selection of the row-dot kernel behind vec_dot_q8_1 / matvec_q8_1.
 // The scalar reference (vec_dot.cpp, contract kernels/quant/dot_q8_1.h) defines the result; the
 // x86 kernels (dot_q8_1_x86.inc, built as the AVX2, AVX-VNNI and AVX512-VNNI families) return the
-// same float bits for every input and are chosen at run time by CPU feature detection and the
+// same float bits for every input within the contract's range (activation codes -127..127, as
+// quantize_q8.h writes them: vpsignb cannot negate -128; NaN payloads may differ where two NaNs
+// meet, as the tests allow) and are chosen at run time by CPU feature detection and the
 // policy (cpu_features.h).
 #pragma once
 
